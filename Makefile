@@ -1,0 +1,32 @@
+# The course's two everyday commands are `make lab` and `make test` (see README.md).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab test check release bench
+
+setup: $(STAMP)
+
+# Re-installs only when the dependency files change; a second run is a no-op.
+$(STAMP): requirements.txt requirements-lock.txt pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c requirements-lock.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=.
+
+# pytest exit code 5 means "no tests collected": that is a failure, not a pass.
+test: setup
+	$(PY) -m pytest tests; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+release: setup
+	$(PY) -m autograder release
+
+check: setup
+	$(PY) -m autograder check
+
+bench: setup
+	$(PY) benchmarks/bench.py

@@ -1,0 +1,103 @@
+"""Command line: ``python -m autograder {release,grade,check}``.
+
+    python -m autograder release [ASSIGNMENT ...] [--check]
+    python -m autograder grade NOTEBOOK [--assignment NAME] [--json]
+    python -m autograder check [ASSIGNMENT ...] [--budget SECONDS]
+
+Exit status: 0 on success (``grade``: whenever grading ran, whatever the score),
+1 when ``release --check`` or ``check`` finds a problem, 2 when a command cannot run
+(with a one-line reason on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .check import run_check
+from .course import CourseError
+from .grading import GradeResult, grade_notebook
+from .quiet import captured_output
+from .release import release
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=None,
+                        help="course directory (default: this repository)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    rel = commands.add_parser("release", help="regenerate release/ from source/ with nbgrader")
+    rel.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: all")
+    rel.add_argument("--check", action="store_true",
+                     help="only compare a fresh generation with the committed release/")
+
+    grade = commands.add_parser("grade", help="autograde one student notebook")
+    grade.add_argument("notebook", type=Path, metavar="NOTEBOOK")
+    grade.add_argument("--assignment", help="default: the notebook's file name stem")
+    grade.add_argument("--json", action="store_true", help="print one JSON object")
+
+    check = commands.add_parser("check", help="prove every assignment grades as promised")
+    check.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: all")
+    check.add_argument("--budget", type=float, default=600.0,
+                       help="wall-time budget per assignment in seconds (default 600)")
+    return parser.parse_args(argv)
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    """Regenerate release/, or with --check report the out-of-date notebooks."""
+    with captured_output():
+        stale = release(args.assignments, args.root, check=args.check)
+    if stale:
+        print("release/ is out of date with source/ (run `python -m autograder release`):",
+              file=sys.stderr)
+        for line in stale:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print("release/ is in sync with source/" if args.check else "release/ regenerated")
+    return 0
+
+
+def format_table(result: GradeResult) -> str:
+    """A readable report of one grading."""
+    lines = [f"{result.assignment}: {result.score:g} / {result.max_score:g}", ""]
+    width = max([len(c.grade_id) for c in result.cells] + [7])
+    lines.append(f"{'cell':<{width}}  {'score':>9}")
+    for cell in result.cells:
+        lines.append(f"{cell.grade_id:<{width}}  {cell.score:>4g}/{cell.max_score:<4g}  {cell.message}".rstrip())
+    lines.extend(f"note: {note}" for note in result.notes)
+    return "\n".join(lines)
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    """Grade one notebook and print its scores."""
+    with captured_output():
+        result = grade_notebook(args.notebook, args.assignment, args.root)
+    print(json.dumps(result.to_json()) if args.json else format_table(result))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run the course check; 1 if any row failed."""
+    with captured_output() as out:
+        rows = run_check(args.assignments, args.root, args.budget, out=out)
+    failed = [row for row in rows if not row.ok]
+    print(f"{len(rows) - len(failed)} OK, {len(failed)} FAIL")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = parse_args(argv)
+    commands = {"release": cmd_release, "grade": cmd_grade, "check": cmd_check}
+    try:
+        return commands[args.command](args)
+    except CourseError as exc:
+        print(f"autograder {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

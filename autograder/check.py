@@ -1,0 +1,159 @@
+"""The course-wide check: every assignment's grading does what the course promises.
+
+For each assignment: the source scores full marks; the committed release scores 0 and
+grading completes; every mutant loses points; grading the source twice gives identical
+per-cell scores; and everything fits in a wall-time budget.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Callable, TextIO
+
+from .course import (CourseError, course_root, read_notebook, release_notebook, resolve_assignments,
+                     source_notebook)
+from .grading import GradeResult, ScratchCourse, scratch_course
+from .mutation import mutant_files, parse_mutant, splice
+
+
+@dataclass
+class Row:
+    """One line of the check's report."""
+
+    assignment: str
+    what: str
+    ok: bool
+    score: str = ""
+    seconds: float | None = None
+    detail: str = ""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name if it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def score_text(result: GradeResult) -> str:
+    """``score/max`` with trailing zeros dropped."""
+    return f"{result.score:g}/{result.max_score:g}"
+
+
+def lost_text(result: GradeResult) -> str:
+    """Which cells lost points, with the first error line of each."""
+    lost = [c for c in result.cells if c.score < c.max_score]
+    return "; ".join(f"{c.grade_id}" + (f" ({c.message})" if c.message else "") for c in lost)
+
+
+def attempt(assignment: str, what: str, grade: Callable[[], GradeResult],
+            verdict: Callable[[GradeResult], tuple[bool, str]]) -> tuple[Row, GradeResult | None]:
+    """Run one grading; any exception becomes a FAIL row instead of ending the check."""
+    start = time.monotonic()
+    try:
+        result = grade()
+    except Exception as exc:  # one broken grading must not stop the others
+        return Row(assignment, what, False, seconds=time.monotonic() - start,
+                   detail=f"grading failed: {first_line(exc)}"), None
+    ok, detail = verdict(result)
+    return Row(assignment, what, ok, score_text(result), result.seconds, detail), result
+
+
+def full_marks(result: GradeResult) -> tuple[bool, str]:
+    """Verdict for the source: every point earned."""
+    return result.full_marks, "" if result.full_marks else f"lost: {lost_text(result)}"
+
+
+def zero(result: GradeResult) -> tuple[bool, str]:
+    """Verdict for the release: nothing earned."""
+    earned = [c.grade_id for c in result.cells if c.score > 0]
+    return not earned, f"earned points: {', '.join(earned)}" if earned else ""
+
+
+def caught(catches: str, result: GradeResult) -> tuple[bool, str]:
+    """Verdict for a mutant: some points lost."""
+    if result.full_marks:
+        return False, f"NOT caught: {catches}"
+    return True, f"catches: {catches} | lost: {lost_text(result)}"
+
+
+def same_scores(first: GradeResult | None, result: GradeResult) -> tuple[bool, str]:
+    """Verdict for the second source grading: the same per-cell scores as the first."""
+    if first is None:
+        return False, "first source grading failed"
+    before = [(c.grade_id, c.score) for c in first.cells]
+    after = [(c.grade_id, c.score) for c in result.cells]
+    return before == after, "" if before == after else f"first {before}, then {after}"
+
+
+def check_mutants(assignment: str, course: ScratchCourse, root: Path) -> list[Row]:
+    """One row per mutant file: it must parse, splice and lose points."""
+    paths = mutant_files(assignment, root)
+    if not paths:
+        return [Row(assignment, "mutants", True, detail="no mutants found")]
+    rows = []
+    source = read_notebook(source_notebook(assignment, root))
+    for path in paths:
+        what = f"mutant {path.stem}"
+        try:
+            mutant = parse_mutant(path)
+            spliced = splice(source, mutant)
+        except CourseError as exc:
+            rows.append(Row(assignment, what, False, detail=str(exc)))
+            continue
+        row, _ = attempt(assignment, what, partial(course.grade, spliced, f"mutant_{path.stem}"),
+                         partial(caught, mutant.catches))
+        rows.append(row)
+    return rows
+
+
+def check_assignment(assignment: str, root: Path, budget: float) -> list[Row]:
+    """All check rows for one assignment, the time-budget row last."""
+    start = time.monotonic()
+    rows: list[Row] = []
+    try:
+        with scratch_course(assignment, root) as course:
+            source = read_notebook(source_notebook(assignment, root))
+            row, first = attempt(assignment, "source", partial(course.grade, source, "source"),
+                                 full_marks)
+            rows.append(row)
+            release = partial(read_notebook, release_notebook(assignment, root))
+            rows.append(attempt(assignment, "release", lambda: course.grade(release(), "release"),
+                                zero)[0])
+            rows.extend(check_mutants(assignment, course, root))
+
+            rows.append(attempt(assignment, "source again (deterministic)",
+                                partial(course.grade, source, "source_again"),
+                                partial(same_scores, first))[0])
+    except Exception as exc:  # e.g. generate_assignment failed: report, go on with the next
+        rows.append(Row(assignment, "setup", False, detail=first_line(exc)))
+    elapsed = time.monotonic() - start
+    rows.append(Row(assignment, f"time budget {budget:g} s", elapsed <= budget, seconds=elapsed))
+    return rows
+
+
+def format_row(row: Row) -> str:
+    """One report line: assignment, what, score, seconds, verdict, detail."""
+    seconds = f"{row.seconds:7.1f}" if row.seconds is not None else " " * 7
+    verdict = "OK" if row.ok else "FAIL"
+    return f"{row.assignment:<28} {row.what:<34} {row.score:>9} {seconds}  {verdict:<4}  {row.detail}".rstrip()
+
+
+def run_check(assignments: list[str], root: Path | str | None = None, budget: float = 600.0,
+              out: TextIO | None = None) -> list[Row]:
+    """Check ``assignments`` (all when empty), printing rows to ``out`` as they finish."""
+    root = course_root(root)
+    names = resolve_assignments(assignments, root)
+    if not names:
+        raise CourseError(f"no assignments under {root / 'source'}")
+    header = f"{'assignment':<28} {'what':<34} {'score':>9} {'seconds':>7}  result"
+    rows: list[Row] = []
+    if out:
+        print(header, file=out, flush=True)
+    for name in names:
+        for row in check_assignment(name, root, budget):
+            rows.append(row)
+            if out:
+                print(format_row(row), file=out, flush=True)
+    return rows

@@ -1,0 +1,223 @@
+"""Grade a notebook with real nbgrader autograde in a throwaway course directory."""
+from __future__ import annotations
+
+import copy
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import nbformat
+from nbformat import NotebookNode
+from nbgrader.api import Gradebook
+
+from .course import (SOURCE, CourseError, check_api_result, course_root, list_assignments, make_api,
+                     read_notebook)
+from .release import generate_release
+
+
+class GradingError(CourseError):
+    """The submission cannot be graded as it is (its message says why, in one line)."""
+
+
+@dataclass
+class CellGrade:
+    """The grade of one graded cell; ``message`` says why points were lost, if known."""
+
+    grade_id: str
+    score: float
+    max_score: float
+    message: str = ""
+
+
+@dataclass
+class GradeResult:
+    """The outcome of grading one notebook."""
+
+    assignment: str
+    score: float
+    max_score: float
+    cells: list[CellGrade]
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def full_marks(self) -> bool:
+        """Whether every point was earned."""
+        return self.max_score > 0 and self.score == self.max_score
+
+    def lost_cells(self) -> list[str]:
+        """grade_ids of the cells that lost points, in notebook order."""
+        return [c.grade_id for c in self.cells if c.score < c.max_score]
+
+    def to_json(self) -> dict:
+        """The JSON document printed by ``grade --json``."""
+        return {
+            "assignment": self.assignment,
+            "score": self.score,
+            "max_score": self.max_score,
+            "cells": [{"grade_id": c.grade_id, "score": c.score, "max_score": c.max_score}
+                      for c in self.cells],
+            "notes": list(self.notes),
+        }
+
+
+def nbgrader_meta(cell: NotebookNode) -> dict:
+    """The cell's ``metadata.nbgrader`` (empty if absent)."""
+    return cell.metadata.get("nbgrader", {})
+
+
+def grade_id(cell: NotebookNode) -> str | None:
+    """The grade_id of an nbgrader cell (graded, solution or locked), else None."""
+    meta = nbgrader_meta(cell)
+    if meta.get("grade") or meta.get("solution") or meta.get("locked"):
+        return meta.get("grade_id")
+    return None
+
+
+def check_structure(submitted: NotebookNode, release: NotebookNode) -> None:
+    """Reject duplicate grade_ids and nbgrader cells whose type was changed."""
+    seen: set[str] = set()
+    for cell in submitted.cells:
+        gid = grade_id(cell)
+        if gid is None:
+            continue
+        if gid in seen:
+            raise GradingError(f"duplicate grade_id {gid!r}: a graded cell appears more than once "
+                               "(was a cell copied?); delete the copy and resubmit")
+        seen.add(gid)
+    expected = {grade_id(c): c.cell_type for c in release.cells if grade_id(c)}
+    for cell in submitted.cells:
+        gid = grade_id(cell)
+        if gid in expected and cell.cell_type != expected[gid]:
+            raise GradingError(f"cell {gid!r} was changed from a {expected[gid]} cell to a "
+                               f"{cell.cell_type} cell; change it back and resubmit")
+
+
+def restore_locked_cells(submitted: NotebookNode, release: NotebookNode,
+                         source: NotebookNode) -> tuple[NotebookNode, list[str]]:
+    """Put deleted locked cells back and note edited ones; nbgrader restores the contents.
+
+    nbgrader's autograde overwrites every locked cell with its ``source`` version from the
+    gradebook, but it does not reliably re-insert a deleted one. A deleted cell is
+    re-inserted after the nearest earlier nbgrader cell still present. A locked cell is
+    edited if it matches neither its release nor its source version.
+    """
+    originals = {grade_id(c): c.source for c in source.cells if grade_id(c)}
+    nb = copy.deepcopy(submitted)
+    notes = []
+    present = {grade_id(c): c for c in nb.cells if grade_id(c)}
+    previous: str | None = None
+    for ref in release.cells:
+        gid = grade_id(ref)
+        if gid is None:
+            continue
+        kind = "test cell" if nbgrader_meta(ref).get("grade") else "locked cell"
+        if gid not in present:
+            if nbgrader_meta(ref).get("locked"):
+                position = nb.cells.index(present[previous]) + 1 if previous else 0
+                nb.cells.insert(position, copy.deepcopy(ref))
+                present[gid] = nb.cells[position]
+                notes.append(f"{kind} {gid!r} was deleted; it was restored and graded as released")
+            else:
+                notes.append(f"answer cell {gid!r} is missing from the submission")
+                continue
+        elif (nbgrader_meta(ref).get("locked")
+              and present[gid].source not in (ref.source, originals.get(gid))):
+            notes.append(f"{kind} {gid!r} was modified; it was graded with the original")
+        previous = gid
+    return nb, notes
+
+
+def failure_message(cell: NotebookNode) -> str:
+    """First line of the error (or stderr) a graded cell produced, if any."""
+    for output in cell.get("outputs", []):
+        if output.output_type == "error":
+            return f"{output.ename}: {output.evalue}".splitlines()[0][:200]
+        if output.output_type == "stream" and output.name == "stderr":
+            text = output.text.strip()
+            return ("stderr: " + (text.splitlines()[0] if text else ""))[:200]
+    return ""
+
+
+class ScratchCourse:
+    """A throwaway course directory holding one assignment registered in a fresh gradebook.
+
+    Each :meth:`grade` call autogrades one submission as a new student, so grading many
+    variants of an assignment pays for ``generate_assignment`` only once.
+    """
+
+    def __init__(self, assignment: str, root: Path, workdir: Path) -> None:
+        self.assignment = assignment
+        self.workdir = workdir
+        self.release_dir = generate_release(assignment, root, workdir)
+        self.release = nbformat.read(self.release_dir / f"{assignment}.ipynb", as_version=4)
+        self.source = nbformat.read(workdir / SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
+        self.api = make_api(workdir)
+        self.graded_ids = [nbgrader_meta(c)["grade_id"] for c in self.release.cells
+                           if nbgrader_meta(c).get("grade")]
+
+    def grade(self, submitted: NotebookNode, student: str) -> GradeResult:
+        """Autograde ``submitted`` as ``student`` and return its scores."""
+        start = time.monotonic()
+        check_structure(submitted, self.release)
+        nb, notes = restore_locked_cells(submitted, self.release, self.source)
+        name = self.assignment
+        target = self.workdir / "submitted" / student / name / f"{name}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(target))
+        with Gradebook(self.api.coursedir.db_url) as gb:
+            gb.update_or_create_student(student)
+        check_api_result(self.api.autograde(name, student, force=True, create=True),
+                         f"autograde {name} for {student}")
+        cells, score, max_score = self.read_grades(student, notes)
+        return GradeResult(name, score, max_score, cells, notes, time.monotonic() - start)
+
+    def read_grades(self, student: str, notes: list[str]) -> tuple[list[CellGrade], float, float]:
+        """Per-cell grades in notebook order and the totals, from the gradebook."""
+        name = self.assignment
+        autograded = self.workdir / "autograded" / student / name / f"{name}.ipynb"
+        messages = {nbgrader_meta(c).get("grade_id"): failure_message(c)
+                    for c in nbformat.read(autograded, as_version=4).cells}
+        with Gradebook(self.api.coursedir.db_url) as gb:
+            submission = gb.find_submission(name, student)
+            score, max_score = float(submission.score), float(submission.max_score)
+            grades = {g.name: g for g in gb.find_submission_notebook(name, name, student).grades}
+            cells = []
+            for gid in self.graded_ids:
+                grade = grades[gid]
+                if grade.needs_manual_grade:
+                    notes.append(f"cell {gid!r} needs manual grading; it counts 0 here")
+                got, out_of = float(grade.score or 0.0), float(grade.max_score)
+                cells.append(CellGrade(gid, got, out_of, messages.get(gid, "") if got < out_of else ""))
+        return cells, score, max_score
+
+
+@contextmanager
+def scratch_course(assignment: str, root: Path | str | None = None) -> Iterator[ScratchCourse]:
+    """A :class:`ScratchCourse` for ``assignment`` that is deleted afterwards."""
+    root = course_root(root)
+    if assignment not in list_assignments(root):
+        known = ", ".join(list_assignments(root)) or "none"
+        raise GradingError(f"unknown assignment {assignment!r} (known: {known})")
+    workdir = Path(tempfile.mkdtemp(prefix=f"autograder-{assignment}-"))
+    try:
+        yield ScratchCourse(assignment, root, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def grade_notebook(path: Path | str, assignment: str | None = None,
+                   root: Path | str | None = None) -> GradeResult:
+    """Grade the notebook at ``path`` against the course's hidden tests.
+
+    The assignment is ``assignment`` if given, else the notebook's file name stem.
+    Raises :class:`GradingError` (or :class:`CourseError`) when it cannot be graded.
+    """
+    path = Path(path)
+    submitted = read_notebook(path)
+    with scratch_course(assignment or path.stem, root) as course:
+        return course.grade(submitted, "student")

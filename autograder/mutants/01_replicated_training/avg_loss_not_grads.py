@@ -1,0 +1,12 @@
+# assignment: 01_replicated_training
+# grade_id: average_gradients
+# catches: averaging a scalar (the loss-like gradient norm) across ranks while leaving every .grad rank-local
+def average_gradients(model: nn.Module, group=None) -> None:
+    """In place, make every parameter's .grad the mean of that gradient over `group`'s ranks."""
+    world_size = dist.get_world_size(group)
+    total = torch.zeros(())
+    for p in model.parameters():
+        if p.grad is not None:
+            total += p.grad.pow(2).sum()
+    dist.all_reduce(total, op=dist.ReduceOp.SUM, group=group)
+    total /= world_size

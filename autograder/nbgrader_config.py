@@ -1,0 +1,42 @@
+"""nbgrader configuration of the course (loaded by the root ``nbgrader_config.py``).
+
+The course directory is the repository root, computed from this file's location, so
+plain ``nbgrader`` commands work from the root whatever the clone is called. The
+autograder loads this same file and only swaps ``root`` and ``db_url`` for a throwaway
+course directory, so instructors and ``python -m autograder`` grade identically.
+"""
+import os
+
+c = get_config()  # noqa: F821  (injected by traitlets' config loader)
+
+COURSE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+c.CourseDirectory.course_id = "shard-course"
+c.CourseDirectory.root = COURSE_ROOT
+c.CourseDirectory.source_directory = "source"
+c.CourseDirectory.release_directory = "release"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(COURSE_ROOT, "gradebook.db")
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "feedback",
+    ".venv",
+]
+
+# Every cell of every assignment runs far below this; it only bounds a runaway cell.
+c.Execute.timeout = 300
+# One kernel everywhere: OverwriteKernelspec copies the source's kernelspec into each
+# submission, and this pins the kernel that actually runs it.
+c.Execute.kernel_name = "python3"
+
+c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
+c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
+c.ClearSolutions.code_stub = {
+    "python": "# YOUR CODE HERE\nraise NotImplementedError()",
+}
+c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
+c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
+
+# A deleted test cell is put back from the gradebook, so deleting a test gains nothing.
+c.OverwriteCells.add_missing_cells = True

@@ -1,0 +1,221 @@
+"""The rank side of :mod:`helpers.cluster`: one long-lived process per rank.
+
+A worker joins a gloo group once, then runs tasks sent by the notebook kernel:
+``fn`` shipped by value with cloudpickle, run with seeded RNGs, its stdout, stderr
+and warnings captured (a nbgrader test cell that writes to stderr scores 0), every
+collective reported to the kernel before it is entered (the ledger), and the result
+or the traceback sent back.
+
+This module is imported by the multiprocessing forkserver (``preload``), so a new
+worker is a fork of a process that has already imported torch.
+"""
+from __future__ import annotations
+
+import faulthandler
+import inspect
+import os
+import random
+import signal
+import sys
+import threading
+import traceback
+import warnings
+from datetime import timedelta
+from typing import Any, Callable
+
+import cloudpickle
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from helpers import costs
+from helpers.ledger import CollectiveRecord
+
+# torch 2.13 renamed these two; tutorials still use the old names, so their
+# FutureWarning is noise for a student, not a lesson.
+_SILENCED_WARNINGS = r".*`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated.*"
+
+# How each collective's message is read from its arguments:
+# op name -> (argument holding a representative tensor, function giving the full
+# message size in elements from the bound arguments and group size, cost formula).
+_Full = Callable[[dict[str, Any], int], int]
+
+
+def _numel(name: str) -> _Full:
+    return lambda a, n: a[name].numel()
+
+
+def _numel_times_n(name: str) -> _Full:
+    return lambda a, n: a[name].numel() * n
+
+
+def _list_numel(name: str) -> _Full:
+    return lambda a, n: sum(t.numel() for t in a[name])
+
+
+_COLLECTIVES: dict[str, tuple[str | None, _Full | None, Callable[..., float] | None]] = {
+    "all_reduce": ("tensor", _numel("tensor"), costs.ring_allreduce_bytes),
+    "broadcast": ("tensor", _numel("tensor"), costs.ring_broadcast_bytes),
+    "reduce": ("tensor", _numel("tensor"), costs.ring_reduce_scatter_bytes),
+    "all_gather": ("tensor", _numel_times_n("tensor"), costs.ring_allgather_bytes),
+    "all_gather_into_tensor": ("input_tensor", _numel("output_tensor"), costs.ring_allgather_bytes),
+    "all_gather_single": ("input_tensor", _numel("output_tensor"), costs.ring_allgather_bytes),
+    "reduce_scatter": ("output", _list_numel("input_list"), costs.ring_reduce_scatter_bytes),
+    "reduce_scatter_tensor": ("input", _numel("input"), costs.ring_reduce_scatter_bytes),
+    "reduce_scatter_single": ("input", _numel("input"), costs.ring_reduce_scatter_bytes),
+    "all_to_all_single": ("input", _numel("input"), costs.ring_all_to_all_bytes),
+    "all_to_all": (None, _list_numel("input_tensor_list"), costs.ring_all_to_all_bytes),
+    "gather": ("tensor", _numel_times_n("tensor"), costs.ring_allgather_bytes),
+    "scatter": ("tensor", _numel_times_n("tensor"), costs.ring_allgather_bytes),
+    "barrier": (None, None, None),
+    "monitored_barrier": (None, None, None),
+    "all_gather_object": (None, None, None),
+    "broadcast_object_list": (None, None, None),
+    "gather_object": (None, None, None),
+    "scatter_object_list": (None, None, None),
+}
+
+
+class _Ledger:
+    """Reports each collective to the kernel just before the rank enters it."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.task_id = -1
+        self.calls = 0
+
+    def record(self, op: str, bound: dict[str, Any]) -> None:
+        tensor_arg, full, cost = _COLLECTIVES[op]
+        group = bound.get("group")
+        ranks = tuple(dist.get_process_group_ranks(group)) if group is not None else tuple(range(dist.get_world_size()))
+        n = len(ranks)
+        tensor = bound.get(tensor_arg) if tensor_arg else None
+        if tensor_arg is None and op == "all_to_all":
+            tensor = bound["input_tensor_list"][0]
+        if isinstance(tensor, torch.Tensor):
+            dtype, shape = str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape)
+            numel = full(bound, n)
+            ring = cost(numel, tensor.element_size(), n)
+        else:
+            dtype, shape, numel, ring = ("object" if "object" in op else "none"), (), 0, 0.0
+        rec = CollectiveRecord(self.calls, op, dtype, shape, numel, ranks, float(ring), _detail(bound))
+        self.calls += 1
+        self.conn.send(("coll", self.task_id, rec))
+
+
+def _detail(bound: dict[str, Any]) -> str:
+    """The arguments besides the tensor that all ranks must agree on: reduction and root."""
+    parts = []
+    if isinstance(bound.get("op"), (dist.ReduceOp, dist.ReduceOp.RedOpType)):
+        parts.append(getattr(bound["op"], "name", str(bound["op"])))
+    for root in ("src", "dst", "group_src", "group_dst"):
+        if bound.get(root) is not None:
+            parts.append(f"{root}={bound[root]}")
+    return ", ".join(parts)
+
+
+def _install_ledger(ledger: _Ledger) -> None:
+    """Wrap the public ``torch.distributed`` collectives so each call is recorded."""
+    for op in _COLLECTIVES:
+        original = getattr(dist, op)
+        signature = inspect.signature(original)
+
+        def wrapper(*args: Any, __op: str = op, __orig: Callable = original, __sig=signature, **kwargs: Any):
+            bound = __sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            ledger.record(__op, dict(bound.arguments))
+            return __orig(*args, **kwargs)
+
+        wrapper.__name__ = original.__name__
+        wrapper.__doc__ = original.__doc__
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        setattr(dist, op, wrapper)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _watch_lifeline(lifeline: Any) -> None:
+    """Exit as soon as the kernel that owns this worker goes away (EOF on the pipe)."""
+    try:
+        lifeline.recv()
+    except (EOFError, OSError):
+        pass
+    os._exit(0)
+
+
+class _Capture:
+    """File-level capture of fds 1 and 2, so C++ logs from gloo are caught too."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        os.dup2(self.fd, 1)
+        os.dup2(self.fd, 2)
+
+    def take(self, limit: int = 64_000) -> str:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        size = os.fstat(self.fd).st_size
+        start = max(0, size - limit)
+        text = os.pread(self.fd, size - start, start).decode("utf-8", "replace")
+        os.ftruncate(self.fd, 0)
+        if start:
+            text = f"... ({start} earlier bytes of output dropped)\n" + text
+        return text
+
+
+def _format_warnings(caught: list[warnings.WarningMessage]) -> str:
+    return "".join(f"{w.category.__name__}: {w.message} ({os.path.basename(w.filename)}:{w.lineno})\n" for w in caught)
+
+
+def _run_task(payload: bytes, seed: int, capture: _Capture) -> tuple[str, Any, str]:
+    """Run one task; returns (status, value or (exc type, traceback), captured output)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message=_SILENCED_WARNINGS, category=FutureWarning)
+        try:
+            fn, args, kwargs = cloudpickle.loads(payload)
+            _seed_everything(seed)
+            value = fn(*args, **kwargs)
+            status, result = "done", cloudpickle.dumps(value)
+        except BaseException as exc:  # a student's rank may raise anything, even SystemExit
+            # Start the traceback at fn: the frames above it are this module's plumbing.
+            frames = exc.__traceback__.tb_next if exc.__traceback__ else None
+            text = "".join(traceback.format_exception(type(exc), exc, frames))
+            status, result = "error", (type(exc).__name__, text)
+    return status, result, _format_warnings(caught) + capture.take()
+
+
+def main(rank: int, world_size: int, store_path: str, conn: Any, lifeline: Any, capture_path: str) -> None:
+    """Entry point of one rank process; never returns (exits with ``os._exit``)."""
+    threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
+    capture = _Capture(capture_path)
+    faulthandler.register(signal.SIGUSR1, file=capture.fd, all_threads=False)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store_path}", rank=rank, world_size=world_size,
+        timeout=timedelta(hours=1),  # the kernel enforces run()'s own, shorter timeout
+    )
+    ledger = _Ledger(conn)
+    _install_ledger(ledger)
+    conn.send(("ready", rank, capture.take()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        if message[0] == "stop":
+            # A barrier before destroy: tearing a gloo group down while a peer is
+            # still connected can abort the process with SIGABRT.
+            dist.barrier()
+            dist.destroy_process_group()
+            conn.send(("stopped", rank))
+            os._exit(0)
+        _, task_id, payload, seed = message
+        ledger.task_id, ledger.calls = task_id, 0
+        status, result, output = _run_task(payload, seed, capture)
+        conn.send((status, task_id, result, output))

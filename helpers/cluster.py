@@ -1,0 +1,456 @@
+"""A local gloo cluster you can drive from a notebook cell.
+
+    >>> from helpers.cluster import run
+    >>> run(lambda: dist.get_rank() * 10, world_size=3)
+    [0, 10, 20]
+
+``run`` ships ``fn`` by value (cloudpickle, so functions defined in a notebook cell
+work), runs it on every rank of an initialised gloo group and returns the per-rank
+results. Rank processes stay warm between calls (a forkserver that has imported
+torch forks them once per world size), so a repeated call costs milliseconds instead
+of the seconds a fresh ``torch.multiprocessing.spawn`` group costs.
+
+Every call is bounded: a rank that raises comes back as :class:`RankError` with its
+traceback, a rank that does not finish within ``timeout`` seconds as
+:class:`CollectiveTimeout`, ranks whose collectives diverge as
+:class:`CollectiveMismatch`. After any of these the workers are killed and the next
+call starts a fresh group.
+"""
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import cloudpickle
+
+from helpers import COURSE_SEED
+from helpers.ledger import CollectiveRecord, Ledger
+
+__all__ = [
+    "run", "shutdown", "rank_seed", "CollectiveTimeout", "RankError", "CollectiveMismatch",
+    "ClusterError", "Ledger", "CollectiveRecord",
+]
+
+MAX_WORLD_SIZE = 8
+STARTUP_TIMEOUT = 120.0  # seconds for a new group to form (2 cores, busy CI)
+ERROR_GRACE = 1.0  # seconds the other ranks get to finish after one rank raised
+STOP_TIMEOUT = 5.0  # seconds a graceful shutdown may take before workers are killed
+
+
+class ClusterError(RuntimeError):
+    """Base class of the errors :func:`run` raises for a failed distributed call."""
+
+
+class RankError(ClusterError):
+    """A rank raised an exception (or its process died); carries that rank's traceback."""
+
+    def __init__(self, message: str, rank: int, exc_type: str, traceback_text: str) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.exc_type = exc_type
+        self.traceback_text = traceback_text
+
+
+class CollectiveTimeout(ClusterError, TimeoutError):
+    """Some ranks did not finish within the timeout, typically stuck in a collective."""
+
+    def __init__(self, message: str, unfinished: list[int]) -> None:
+        super().__init__(message)
+        self.unfinished = unfinished
+
+
+class CollectiveMismatch(ClusterError):
+    """The ranks of a group issued different collectives (op, dtype or shape) at one call."""
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed rank ``rank`` uses for torch, numpy and random, derived from ``seed``."""
+    return seed * 1000 + rank
+
+
+def _context() -> mp.context.ForkServerContext:
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["helpers._worker"])
+    return ctx
+
+
+def _start_forkserver_quietly() -> None:
+    """Start the forkserver with fds 1 and 2 on /dev/null.
+
+    In a Jupyter kernel fds 1/2 are forwarded to the notebook, and anything the
+    forkserver (or the resource tracker it starts) writes there would land in a
+    cell's stderr, which makes nbgrader score a passing test cell 0.
+    """
+    from multiprocessing import forkserver
+
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        forkserver.ensure_running()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
+
+
+@contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Keep multiprocessing from re-importing ``__main__`` in the rank processes.
+
+    Functions travel by value (cloudpickle), so ranks never need the caller's main
+    module, and re-running a script that lacks an ``if __name__ == "__main__"``
+    guard in every rank would start the whole script again there.
+    """
+    main = sys.modules["__main__"]
+    saved = {key: main.__dict__[key] for key in ("__file__", "__spec__") if key in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+class _Pool:
+    """``world_size`` warm rank processes that form one gloo group."""
+
+    def __init__(self, world_size: int) -> None:
+        ctx = _context()
+        _start_forkserver_quietly()
+        self.world_size = world_size
+        self.tmpdir = tempfile.mkdtemp(prefix="course-cluster-")
+        self.capture_paths = [os.path.join(self.tmpdir, f"rank{k}.out") for k in range(world_size)]
+        store_path = os.path.join(self.tmpdir, "store")  # a FileStore: no TCP port to collide
+        self.conns: list[mp.connection.Connection] = []
+        self.lifelines: list[mp.connection.Connection] = []
+        self.procs: list[mp.process.BaseProcess] = []
+        from helpers import _worker
+
+        for rank in range(world_size):
+            ours, theirs = ctx.Pipe(duplex=True)
+            life_r, life_w = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_worker.main,
+                args=(rank, world_size, store_path, theirs, life_r, self.capture_paths[rank]),
+                name=f"course-rank-{rank}",
+                daemon=True,
+            )
+            with _main_module_hidden():
+                proc.start()
+            theirs.close()
+            life_r.close()
+            self.conns.append(ours)
+            self.lifelines.append(life_w)
+            self.procs.append(proc)
+        self._await_ready()
+
+    def _await_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        waiting = set(range(self.world_size))
+        while waiting:
+            remaining = deadline - time.monotonic()
+            ready = mp.connection.wait([self.conns[k] for k in waiting] + [self.procs[k].sentinel for k in waiting],
+                                       timeout=max(0.0, remaining))
+            if not ready:
+                self.kill()
+                raise ClusterError(f"a {self.world_size}-rank gloo group did not form within {STARTUP_TIMEOUT:.0f} s")
+            for k in list(waiting):
+                if self.conns[k] in ready or self.procs[k].sentinel in ready:
+                    try:
+                        self.conns[k].recv()
+                        waiting.discard(k)
+                    except (EOFError, OSError):
+                        self.procs[k].join(timeout=5)
+                        tail = _tail(self.capture_paths[k])
+                        self.kill()
+                        raise ClusterError(f"rank {k} died ({_exit_reason(self.procs[k].exitcode)}) while the "
+                                           f"group was forming; its output:\n{tail}") from None
+
+    def alive(self) -> bool:
+        return all(p.is_alive() for p in self.procs)
+
+    def dump_stacks(self, ranks: list[int]) -> dict[int, str]:
+        """Ask stuck ranks where they are (faulthandler on SIGUSR1) and read their output."""
+        for k in ranks:
+            if self.procs[k].is_alive():
+                os.kill(self.procs[k].pid, signal.SIGUSR1)
+        time.sleep(0.2)
+        return {k: _user_frames(_tail(self.capture_paths[k])) for k in ranks}
+
+    def kill(self) -> None:
+        """Kill every rank process now (they may be stuck inside a collective)."""
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in self.procs:
+            proc.join(timeout=5)
+        self._close()
+
+    def stop(self) -> None:
+        """Graceful stop: barrier, destroy the group, exit; kill whatever lingers."""
+        try:
+            for conn in self.conns:
+                conn.send(("stop",))
+            deadline = time.monotonic() + STOP_TIMEOUT
+            for proc in self.procs:
+                proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        except (OSError, EOFError):
+            pass
+        self.kill()
+
+    def _close(self) -> None:
+        for conn in (*self.conns, *self.lifelines):
+            conn.close()
+        self.conns, self.lifelines = [], []
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def _tail(path: str, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+_PLUMBING = ("multiprocessing", "helpers/_worker.py", "c10d_logger.py", "<string>")
+
+
+def _user_frames(dump: str) -> str:
+    """Keep the frames of a faulthandler dump that belong to the caller's code."""
+    return "\n".join(line for line in dump.splitlines() if not any(p in line for p in _PLUMBING))
+
+
+_pools: dict[int, _Pool] = {}
+_lock = threading.Lock()
+_task_counter = 0
+
+
+def _pool(world_size: int) -> _Pool:
+    pool = _pools.get(world_size)
+    if pool is None or not pool.alive():
+        if pool is not None:
+            pool.kill()
+        pool = _pools[world_size] = _Pool(world_size)
+    return pool
+
+
+def _discard(world_size: int) -> None:
+    pool = _pools.pop(world_size, None)
+    if pool is not None:
+        pool.kill()
+
+
+def shutdown() -> None:
+    """Stop every warm group (called automatically when the Python process exits)."""
+    with _lock:
+        for world_size in list(_pools):
+            _pools.pop(world_size).stop()
+
+
+atexit.register(shutdown)
+
+
+class _Outcome:
+    """What came back from the ranks for one task."""
+
+    def __init__(self, world_size: int) -> None:
+        self.results: dict[int, Any] = {}
+        self.errors: dict[int, tuple[str, str]] = {}
+        self.died: dict[int, int | None] = {}
+        self.outputs: dict[int, str] = {}
+        self.records: list[list[CollectiveRecord]] = [[] for _ in range(world_size)]
+
+    def finished(self, rank: int) -> bool:
+        return rank in self.results or rank in self.errors or rank in self.died
+
+
+def run(
+    fn: Callable[..., Any],
+    *args: Any,
+    world_size: int = 2,
+    timeout: float = 30.0,
+    seed: int | None = None,
+    ledger: bool = False,
+    **kwargs: Any,
+) -> list[Any] | tuple[list[Any], Ledger]:
+    """Run ``fn(*args, **kwargs)`` on every rank of a gloo group; return per-rank results.
+
+    Args:
+        fn: called on each rank with ``torch.distributed`` already initialised
+            (backend gloo, ``world_size`` ranks). May be defined in a notebook cell.
+        world_size: number of ranks, 1 to 8.
+        timeout: seconds the whole call may take on every rank before
+            :class:`CollectiveTimeout` is raised.
+        seed: course seed; rank ``k`` seeds torch, numpy and random with
+            ``rank_seed(seed, k)`` before calling ``fn`` (default ``COURSE_SEED``).
+        ledger: also return the :class:`Ledger` of collectives each rank issued.
+
+    Returns:
+        ``results`` (index = rank), or ``(results, ledger)`` when ``ledger=True``.
+    """
+    global _task_counter
+    if not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise ValueError(f"world_size must be between 1 and {MAX_WORLD_SIZE}, got {world_size}")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    try:
+        payload = cloudpickle.dumps((fn, args, kwargs))
+    except Exception as exc:
+        raise TypeError(f"cannot send {fn!r} and its arguments to the ranks: {exc}") from exc
+    seed = COURSE_SEED if seed is None else seed
+    with _lock:
+        pool = _pool(world_size)
+        _task_counter += 1
+        task_id = _task_counter
+        try:
+            for rank, conn in enumerate(pool.conns):
+                conn.send(("task", task_id, payload, rank_seed(seed, rank)))
+            outcome = _collect(pool, task_id, timeout)
+        except BaseException:  # KeyboardInterrupt included: never leave ranks mid-collective
+            _discard(world_size)
+            raise
+        _print_outputs(outcome.outputs)
+        result_ledger = Ledger(outcome.records)
+        error = _diagnose(pool, outcome, result_ledger, timeout)
+        if error is not None:
+            _discard(world_size)
+            raise error
+    results = [cloudpickle.loads(outcome.results[k]) for k in range(world_size)]
+    return (results, result_ledger) if ledger else results
+
+
+def _collect(pool: _Pool, task_id: int, timeout: float) -> _Outcome:
+    """Read messages from all ranks until each finished, one died, or time ran out."""
+    outcome = _Outcome(pool.world_size)
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = [k for k in range(pool.world_size) if not outcome.finished(k)]
+        if not pending:
+            return outcome
+        if outcome.errors or outcome.died:
+            deadline = min(deadline, time.monotonic() + ERROR_GRACE)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return outcome
+        watched = {pool.conns[k]: k for k in pending}
+        sentinels = {pool.procs[k].sentinel: k for k in pending}
+        for ready in mp.connection.wait([*watched, *sentinels], timeout=remaining):
+            if ready in watched:
+                _receive(pool, watched[ready], task_id, outcome)
+            elif not pool.conns[sentinels[ready]].poll():
+                outcome.died[sentinels[ready]] = pool.procs[sentinels[ready]].exitcode
+
+
+def _receive(pool: _Pool, rank: int, task_id: int, outcome: _Outcome) -> None:
+    try:
+        message = pool.conns[rank].recv()
+    except (EOFError, OSError):
+        pool.procs[rank].join(timeout=1)
+        outcome.died[rank] = pool.procs[rank].exitcode
+        return
+    kind, msg_task = message[0], message[1]
+    if msg_task != task_id:
+        return
+    if kind == "coll":
+        outcome.records[rank].append(message[2])
+    elif kind == "done":
+        outcome.results[rank], outcome.outputs[rank] = message[2], message[3]
+    elif kind == "error":
+        outcome.errors[rank], outcome.outputs[rank] = message[2], message[3]
+
+
+def _print_outputs(outputs: dict[int, str]) -> None:
+    """Show what ranks printed (stdout, stderr, warnings) on the caller's stdout."""
+    for rank in sorted(outputs):
+        for line in outputs[rank].splitlines():
+            print(f"[rank {rank}] {line}")
+
+
+def _rank_status(outcome: _Outcome, rank: int) -> str:
+    records = outcome.records[rank]
+    count = len(records)
+    if rank in outcome.results:
+        return f"finished after {count} collective(s)"
+    if rank in outcome.errors:
+        return f"raised {outcome.errors[rank][0]} after {count} collective(s)"
+    if rank in outcome.died:
+        return f"process died ({_exit_reason(outcome.died[rank])}) after {count} collective(s)"
+    if records:
+        return f"still running; last collective entered: {records[-1].describe()} (call #{count})"
+    return "still running; it entered no collective (a long computation or an endless loop?)"
+
+
+def _exit_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"killed by {signal.Signals(-exitcode).name}"
+    return f"exit code {exitcode}"
+
+
+def _diagnose(pool: _Pool, outcome: _Outcome, ledger: Ledger, timeout: float) -> ClusterError | None:
+    """Turn an unsuccessful outcome into one readable error (``None`` if all went well)."""
+    n = pool.world_size
+    status = "\n".join(f"  rank {k}: {_rank_status(outcome, k)}" for k in range(n))
+    divergence = ledger.first_divergence()
+    unfinished = [k for k in range(n) if not outcome.finished(k)]
+    restarted = "The worker group was restarted; the next run() starts fresh."
+
+    if outcome.died and divergence:
+        rank = min(outcome.died)
+        return CollectiveMismatch(
+            f"the ranks' collectives diverged at {divergence}; gloo aborted rank {rank} "
+            f"({_exit_reason(outcome.died[rank])}).\nper-rank status:\n{status}\n{restarted}")
+
+    if outcome.errors:
+        rank = min(outcome.errors)
+        exc_type, tb = outcome.errors[rank]
+        others = sorted(set(outcome.errors) - {rank})
+        also = f" (ranks {others} raised too)" if others else ""
+        message = f"rank {rank} raised {exc_type}{also}:\n\n{tb}\nper-rank status:\n{status}"
+        if divergence:
+            message += f"\ncollectives diverged at {divergence}"
+        return RankError(message, rank, exc_type, tb)
+
+    if outcome.died:
+        rank = min(outcome.died)
+        reason = _exit_reason(outcome.died[rank])
+        tail = _tail(pool.capture_paths[rank])
+        message = f"rank {rank}'s process died ({reason}).\nper-rank status:\n{status}"
+        if tail.strip():
+            message += f"\nlast output of rank {rank}:\n{tail}"
+        return RankError(f"{message}\n{restarted}", rank, "ProcessDied", tail)
+
+    if unfinished:
+        stacks = pool.dump_stacks(unfinished)
+        where = "".join(f"\nwhere rank {k} is stuck:\n{stacks[k].strip()}\n" for k in unfinished if stacks[k].strip())
+        hint = ("A rank that skips a collective (or calls a different one) leaves its peers waiting."
+                if any(outcome.records[k] for k in unfinished) else "")
+        message = (f"rank(s) {unfinished} did not finish within {timeout:g} s (world_size={n}).\n"
+                   f"per-rank status:\n{status}\n")
+        if divergence:
+            message += f"collectives diverged at {divergence}.\n"
+        message += f"{hint}{where}\n{restarted}"
+        return CollectiveTimeout(message, unfinished)
+
+    if divergence:
+        return CollectiveMismatch(
+            f"the ranks' collectives diverged at {divergence}. gloo does not check that ranks "
+            f"agree, so the values returned would be silently wrong; they were discarded.\n{restarted}")
+    return None

@@ -1,0 +1,122 @@
+"""The communication ledger: every collective each rank issued, and what a ring sends.
+
+gloo implements reduce-scatter as an all-reduce plus a local chunk, so neither wall
+time nor gloo's own traffic shows what a bandwidth-optimal implementation would send.
+The ledger records each collective call (op, dtype, shape, group) on every rank and
+prices it with the ring formulas of :mod:`helpers.costs`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CollectiveRecord:
+    """One collective call issued by one rank.
+
+    ``numel`` is the size of the full message in elements (the whole tensor for an
+    all-reduce or broadcast, the concatenated output of an all-gather, the input of a
+    reduce-scatter); ``ring_bytes`` is what this rank sends under a ring algorithm.
+    """
+
+    index: int
+    op: str
+    dtype: str
+    shape: tuple[int, ...]
+    numel: int
+    group_ranks: tuple[int, ...]
+    ring_bytes: float
+    detail: str = ""  # reduction (e.g. "SUM") and/or root (e.g. "src=0"); must agree too
+
+    @property
+    def group_size(self) -> int:
+        return len(self.group_ranks)
+
+    @property
+    def signature(self) -> tuple[str, str, tuple[int, ...], str]:
+        """What must agree across the ranks of a group for a collective to be valid."""
+        return (self.op, self.dtype, self.shape, self.detail)
+
+    def describe(self) -> str:
+        """Short human form, e.g. ``all_reduce(float32[4, 3])``."""
+        parts = [] if self.dtype == "none" else [f"{self.dtype}{list(self.shape)}"]
+        if self.detail:
+            parts.append(self.detail)
+        return f"{self.op}({', '.join(parts)})"
+
+
+class Ledger:
+    """Per-rank lists of :class:`CollectiveRecord` for one :func:`helpers.cluster.run`."""
+
+    def __init__(self, records: list[list[CollectiveRecord]]) -> None:
+        self.records = records
+
+    @property
+    def world_size(self) -> int:
+        return len(self.records)
+
+    def count(self, op: str | None = None, rank: int = 0) -> int:
+        """How many collectives (of kind ``op``, or all) rank ``rank`` issued."""
+        return sum(1 for r in self.records[rank] if op is None or r.op == op)
+
+    def bytes(self, rank: int = 0, op: str | None = None) -> float:
+        """Bytes rank ``rank`` sent under ring algorithms (all ops, or only ``op``)."""
+        return sum(r.ring_bytes for r in self.records[rank] if op is None or r.op == op)
+
+    def table(self, rank: int = 0) -> str:
+        """A printable table of rank ``rank``'s collectives."""
+        lines = [f"{'#':>3}  {'collective':<36} {'group':>5} {'ring bytes sent':>16}"]
+        for r in self.records[rank]:
+            lines.append(f"{r.index + 1:>3}  {r.describe():<36} {r.group_size:>5} {r.ring_bytes:>16,.0f}")
+        lines.append(f"total: {self.count(rank=rank)} collectives, {self.bytes(rank):,.0f} bytes")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        counts = [self.count(rank=k) for k in range(self.world_size)]
+        return f"Ledger(world_size={self.world_size}, collectives per rank={counts})"
+
+    def first_divergence(self) -> str | None:
+        """Describe the first call where two ranks of a group disagree, or ``None``.
+
+        Each group's members must issue the same sequence of (op, dtype, shape); with
+        gloo a different op silently mixes values and a different shape aborts.
+        """
+        groups = sorted({r.group_ranks for per_rank in self.records for r in per_rank})
+        for group in groups:
+            sequences = {
+                rank: [r for r in self.records[rank] if r.group_ranks == group]
+                for rank in group
+                if rank < self.world_size
+            }
+            message = _compare_sequences(sequences, group, self.world_size)
+            if message:
+                return message
+        return None
+
+
+def _compare_sequences(
+    sequences: dict[int, list[CollectiveRecord]], group: tuple[int, ...], world_size: int
+) -> str | None:
+    where = "" if len(group) == world_size else f" in group {list(group)}"
+    reference_rank = min(sequences)
+    reference = sequences[reference_rank]
+    longest = max(len(s) for s in sequences.values())
+    for call in range(longest):
+        for rank, seq in sorted(sequences.items()):
+            if rank == reference_rank:
+                continue
+            ours = seq[call] if call < len(seq) else None
+            theirs = reference[call] if call < len(reference) else None
+            if ours is not None and theirs is not None and ours.signature == theirs.signature:
+                continue
+            if ours is None and theirs is None:
+                continue
+            return (
+                f"collective call #{call + 1}{where}: rank {rank} "
+                f"{_called(ours)} where rank {reference_rank} {_called(theirs)}"
+            )
+    return None
+
+
+def _called(record: CollectiveRecord | None) -> str:
+    return "issued no collective" if record is None else f"called {record.describe()}"

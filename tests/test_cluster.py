@@ -1,0 +1,334 @@
+"""Behaviour of helpers.cluster on real gloo groups, one small test per behaviour."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from helpers import costs
+from helpers.cluster import (
+    CollectiveMismatch,
+    CollectiveTimeout,
+    RankError,
+    rank_seed,
+    run,
+)
+
+
+def _rank_times_ten() -> int:
+    return dist.get_rank() * 10
+
+
+def _sum_of_ranks(scale: float, *, offset: float) -> torch.Tensor:
+    t = torch.full((3,), float(dist.get_rank()) * scale + offset)
+    dist.all_reduce(t)
+    return t
+
+
+def _skip_on_rank_1() -> torch.Tensor:
+    t = torch.ones(2, dtype=torch.int64)
+    if dist.get_rank() != 1:
+        dist.all_reduce(t)
+    return t
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_run_returns_one_result_per_rank_in_rank_order(world_size: int) -> None:
+    assert run(_rank_times_ten, world_size=world_size) == [10 * k for k in range(world_size)]
+
+
+def test_args_and_kwargs_reach_every_rank() -> None:
+    results = run(_sum_of_ranks, 2.0, offset=1.0, world_size=3)
+    expected = torch.full((3,), (0 + 1 + 2) * 2.0 + 3 * 1.0)
+    for t in results:
+        torch.testing.assert_close(t, expected)
+
+
+def test_functions_are_shipped_by_value() -> None:
+    # A closure over a local variable cannot be imported by the ranks: it must travel by value.
+    secret = 41
+
+    def local_fn() -> int:
+        return secret + dist.get_world_size() - 1
+
+    assert run(local_fn, world_size=2) == [42, 42]
+
+
+def test_workers_stay_warm_between_calls() -> None:
+    first = run(_pid, world_size=2)
+    for _ in range(5):
+        assert run(_pid, world_size=2) == first
+
+
+def test_each_rank_is_seeded_from_the_course_seed() -> None:
+    draws = run(lambda: torch.rand(3), world_size=3, seed=7)
+    for rank, draw in enumerate(draws):
+        torch.testing.assert_close(draw, torch.rand(3, generator=torch.Generator().manual_seed(rank_seed(7, rank))))
+    assert not torch.equal(draws[0], draws[1])
+
+
+def test_same_call_gives_bit_identical_results() -> None:
+    def train_step() -> torch.Tensor:
+        w = torch.randn(16, 16)
+        g = w @ torch.randn(16, 16)
+        dist.all_reduce(g)
+        return g
+
+    a = run(train_step, world_size=3)
+    b = run(train_step, world_size=3)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+
+
+def test_skipped_collective_raises_collective_timeout_naming_ranks_and_collective() -> None:
+    start = time.monotonic()
+    with pytest.raises(CollectiveTimeout) as info:
+        run(_skip_on_rank_1, world_size=3, timeout=2.0)
+    elapsed = time.monotonic() - start
+    message = str(info.value)
+    assert isinstance(info.value, TimeoutError)
+    assert info.value.unfinished == [0, 2]
+    assert "rank 1: finished after 0 collective(s)" in message
+    assert "all_reduce(int64[2], SUM)" in message
+    assert "_skip_on_rank_1" in message  # where the stuck ranks are
+    assert elapsed < 2.0 + 10.0  # the pool may have had to start first
+    assert run(_rank_times_ten, world_size=3) == [0, 10, 20]
+
+
+def test_endless_loop_is_bounded_and_the_next_call_works() -> None:
+    def spin() -> None:
+        while True:
+            pass
+
+    run(_pid, world_size=2)  # warm, so the timing below is the timeout alone
+    start = time.monotonic()
+    with pytest.raises(CollectiveTimeout, match="entered no collective"):
+        run(spin, world_size=2, timeout=1.0)
+    assert time.monotonic() - start < 1.0 + 5.0
+    assert run(_rank_times_ten, world_size=2) == [0, 10]
+
+
+def test_exception_on_a_rank_comes_back_with_its_traceback() -> None:
+    def fail_on_rank_2() -> None:
+        if dist.get_rank() == 2:
+            raise ValueError("shard 2 is empty")
+        dist.barrier()
+
+    with pytest.raises(RankError) as info:
+        run(fail_on_rank_2, world_size=3, timeout=10.0)
+    err = info.value
+    assert err.rank == 2 and err.exc_type == "ValueError"
+    assert "shard 2 is empty" in err.traceback_text and "fail_on_rank_2" in err.traceback_text
+    assert "rank 2 raised ValueError" in str(err)
+    assert run(_rank_times_ten, world_size=3) == [0, 10, 20]
+
+
+def test_not_implemented_stub_surfaces_as_rank_error() -> None:
+    def stub() -> None:
+        raise NotImplementedError()
+
+    with pytest.raises(RankError) as info:
+        run(stub, world_size=2)
+    assert info.value.exc_type == "NotImplementedError"
+
+
+def test_same_shape_different_reduction_is_reported_not_returned() -> None:
+    def mixed_ops() -> torch.Tensor:
+        t = torch.ones(4)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if dist.get_rank() == 0 else dist.ReduceOp.MAX)
+        return t
+
+    with pytest.raises(CollectiveMismatch, match=r"call #1: rank 1 called all_reduce\(float32\[4\], MAX\) where rank 0 called all_reduce\(float32\[4\], SUM\)"):
+        run(mixed_ops, world_size=2, timeout=10.0)
+
+
+def test_different_dtype_is_reported_not_returned() -> None:
+    def mixed_dtypes() -> torch.Tensor:
+        t = torch.ones(4, dtype=torch.float32 if dist.get_rank() == 0 else torch.int32)
+        dist.all_reduce(t)
+        return t
+
+    with pytest.raises(CollectiveMismatch, match="int32"):
+        run(mixed_dtypes, world_size=2, timeout=10.0)
+
+
+def test_different_shapes_report_the_divergence_instead_of_a_dead_kernel() -> None:
+    def mixed_shapes() -> torch.Tensor:
+        t = torch.ones(4 + dist.get_rank())
+        dist.all_reduce(t)
+        return t
+
+    with pytest.raises((CollectiveMismatch, CollectiveTimeout), match=r"float32\[5\].*float32\[4\]"):
+        run(mixed_shapes, world_size=2, timeout=5.0)
+    assert run(_rank_times_ten, world_size=2) == [0, 10]
+
+
+def test_swapped_collective_order_is_reported() -> None:
+    def swapped() -> None:
+        a, b = torch.ones(4), torch.ones(4)
+        if dist.get_rank() == 0:
+            dist.all_reduce(a)
+            dist.broadcast(b, 0)
+        else:
+            dist.broadcast(b, 0)
+            dist.all_reduce(a)
+
+    with pytest.raises((CollectiveMismatch, CollectiveTimeout), match="call #1: rank 1 called broadcast"):
+        run(swapped, world_size=2, timeout=3.0)
+
+
+def test_ledger_records_collectives_and_ring_bytes() -> None:
+    def step() -> None:
+        grads = torch.zeros(1000)
+        dist.all_reduce(grads)
+        out = torch.empty(250, dtype=torch.float64)
+        dist.reduce_scatter_single(out, torch.ones(1000, dtype=torch.float64))
+        dist.broadcast(torch.zeros(10), src=0)
+
+    _, ledger = run(step, world_size=4, ledger=True)
+    assert ledger.count(rank=3) == 3
+    assert ledger.count("all_reduce") == 1
+    first = ledger.records[0][0]
+    assert (first.op, first.dtype, first.shape, first.group_size) == ("all_reduce", "float32", (1000,), 4)
+    assert first.ring_bytes == costs.ring_allreduce_bytes(1000, 4, 4) == 6000.0
+    assert ledger.bytes(op="reduce_scatter_single") == costs.ring_reduce_scatter_bytes(1000, 8, 4)
+    assert ledger.first_divergence() is None
+    assert "reduce_scatter_single(float64[1000], SUM)" in ledger.table()
+
+
+def test_ledger_sees_subgroups() -> None:
+    def pairwise() -> None:
+        low, high = dist.new_group([0, 1]), dist.new_group([2, 3])
+        dist.all_reduce(torch.ones(8), group=low if dist.get_rank() < 2 else high)
+
+    _, ledger = run(pairwise, world_size=4, ledger=True)
+    assert ledger.records[3][0].group_ranks == (2, 3)
+    assert ledger.records[3][0].ring_bytes == costs.ring_allreduce_bytes(8, 4, 2)
+
+
+def test_a_correct_run_writes_nothing_to_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    def chatty() -> torch.Tensor:
+        import warnings
+
+        print("hello from", dist.get_rank())
+        print("to stderr", file=sys.stderr)
+        warnings.warn("a rank warning")
+        out = torch.empty(2)
+        dist.reduce_scatter_tensor(out, torch.ones(4))  # deprecated name: FutureWarning is silenced
+        return out
+
+    run(chatty, world_size=2)
+    captured = capfd.readouterr()
+    assert captured.err == ""
+    assert "[rank 1] hello from 1" in captured.out
+    assert "[rank 0] to stderr" in captured.out
+    assert "UserWarning: a rank warning" in captured.out
+    assert "deprecated" not in captured.out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead but still visible until reaped
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_dead(pids: list[int], seconds: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if _alive(p)]
+
+
+def _python(code: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_no_worker_outlives_a_killed_parent() -> None:
+    parent = _python(
+        """
+        import os, sys, time
+        from helpers.cluster import run
+        print(*run(os.getpid, world_size=3), flush=True)
+        time.sleep(60)
+        """
+    )
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 3 and all(_alive(p) for p in pids)
+    parent.send_signal(signal.SIGKILL)  # like a kernel restart: no atexit, no cleanup
+    parent.wait()
+    assert _wait_dead(pids) == []
+
+
+def test_keyboard_interrupt_kills_the_workers_and_the_next_call_works() -> None:
+    parent = _python(
+        """
+        import os, signal, threading, time
+        from helpers.cluster import run
+        pids = run(os.getpid, world_size=2)
+        print(*pids, flush=True)
+        def forever():
+            while True:
+                pass
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            run(forever, world_size=2, timeout=60)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        print(*run(os.getpid, world_size=2), flush=True)
+        """
+    )
+    out, err = parent.communicate(timeout=60)
+    lines = out.splitlines()
+    old = [int(p) for p in lines[0].split()]
+    assert lines[1] == "interrupted", err
+    assert _wait_dead(old) == []
+    assert parent.returncode == 0, err
+    assert err == ""
+
+
+def test_clean_exit_leaves_no_workers_and_no_stderr() -> None:
+    parent = _python(
+        """
+        import os
+        from helpers.cluster import run
+        print(*run(os.getpid, world_size=4), flush=True)
+        """
+    )
+    out, err = parent.communicate(timeout=120)
+    assert parent.returncode == 0 and err == ""  # no SIGABRT at teardown
+    assert _wait_dead([int(p) for p in out.split()]) == []
+
+
+def test_two_processes_run_groups_at_the_same_time() -> None:
+    code = """
+        import torch, torch.distributed as dist
+        from helpers.cluster import run
+        def f():
+            t = torch.ones(1); dist.all_reduce(t); return t.item()
+        for _ in range(20):
+            assert run(f, world_size=3) == [3.0] * 3
+        print("ok")
+        """
+    a, b = _python(code), _python(code)
+    for proc in (a, b):
+        out, err = proc.communicate(timeout=120)
+        assert out.strip() == "ok" and proc.returncode == 0, err

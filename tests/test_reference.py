@@ -1,0 +1,269 @@
+"""Unit tests for helpers.reference and helpers.checks (single process unless marked)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import checks, reference
+from helpers.costs import ring_allreduce_bytes
+from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch, shard_batch
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def test_per_rank_init_differs_by_rank_and_leaves_global_rng_alone() -> None:
+    fn = reference.PerRankInit(TinyMLP, seed=5)
+    torch.manual_seed(0)
+    expected_next = torch.rand(3)
+    torch.manual_seed(0)
+    a0, a0_again, a1 = fn.for_rank(0), fn(), fn.for_rank(1)
+    assert torch.equal(torch.rand(3), expected_next), "PerRankInit must not consume the global RNG"
+    assert torch.equal(a0.fc1.weight, a0_again.fc1.weight), "outside a group fn() builds rank 0's model"
+    assert not torch.equal(a0.fc1.weight, a1.fc1.weight)
+
+
+def test_same_init_is_rank_independent() -> None:
+    fn = reference.SameInit(TinyMLP, seed=5)
+    assert torch.equal(fn().fc2.weight, fn.for_rank(0).fc2.weight)
+
+
+def test_uneven_mlp_has_frozen_first_weight() -> None:
+    model = reference.uneven_mlp()
+    x, y = make_regression_batch(4, in_features=5, out_features=3)
+    reference.mse(model(x), y).backward()
+    grads = reference.grads_of(model)
+    assert grads["0.weight"] is None
+    assert all(g is not None for n, g in grads.items() if n != "0.weight")
+    shapes = {tuple(p.shape) for p in model.parameters()}
+    assert len(shapes) == len(list(model.parameters())), "parameter shapes should all differ"
+
+
+def test_full_batch_gradient_equals_mean_of_equal_shard_gradients() -> None:
+    model = TinyMLP()
+    x, y = make_regression_batch(12, seed=3)
+    full = reference.full_batch_gradients(model, x, y)
+    shards = reference.shard_gradients(model, x, y, world_size=3)
+    mean = reference.mean_of(shards)
+    assert set(full) == {n for n, _ in model.named_parameters()}
+    for name in full:
+        assert full[name].dtype == torch.float64
+        torch.testing.assert_close(mean[name], full[name], atol=1e-12, rtol=1e-10)
+    # and the shards really differ, so the identity is not trivial
+    assert not torch.allclose(shards[0]["fc1.weight"], shards[1]["fc1.weight"])
+
+
+def test_full_batch_gradients_does_not_touch_model() -> None:
+    model = TinyMLP()
+    before = reference.state_of(model)
+    reference.full_batch_gradients(model, *make_regression_batch(4))
+    assert all(p.grad is None for p in model.parameters())
+    assert checks.first_difference(reference.state_of(model), before) is None
+
+
+def test_sgd_reference_matches_manual_float64_steps() -> None:
+    model = TinyMLP()
+    batches = reference.make_batches(2, 8, 8, 4, seed=9)
+    out = reference.sgd_reference(model, batches, lr=0.1)
+    manual = reference.to_float64(model)
+    for x, y in batches:
+        grads = reference.full_batch_gradients(manual, x, y)
+        with torch.no_grad():
+            for name, p in manual.named_parameters():
+                p -= 0.1 * grads[name]
+    torch.testing.assert_close(out["fc1.weight"], manual.fc1.weight.detach(), atol=1e-14, rtol=0)
+    assert out["step_count"].dtype == torch.long, "integer buffers keep their dtype"
+
+
+def test_sgd_reference_skips_frozen_parameters() -> None:
+    model = reference.uneven_mlp()
+    out = reference.sgd_reference(model, reference.make_batches(2, 4, 5, 3), lr=0.5)
+    assert torch.equal(out["0.weight"], model[0].weight.detach().double())
+    assert not torch.equal(out["0.bias"], model[0].bias.detach().double())
+
+
+def test_mean_of_keeps_none() -> None:
+    a = {"w": torch.tensor([1.0, 3.0]), "f": None}
+    b = {"w": torch.tensor([3.0, 5.0]), "f": None}
+    out = reference.mean_of([a, b])
+    assert out["f"] is None
+    assert torch.equal(out["w"], torch.tensor([2.0, 4.0], dtype=torch.float64))
+
+
+def test_make_batches_deterministic_and_distinct() -> None:
+    a = reference.make_batches(3, 4, 5, 2, seed=1)
+    b = reference.make_batches(3, 4, 5, 2, seed=1)
+    assert all(torch.equal(x1, x2) for (x1, _), (x2, _) in zip(a, b))
+    assert not torch.equal(a[0][0], a[1][0])
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _grads(scale: float = 1.0) -> dict[str, torch.Tensor | None]:
+    return {"a": torch.tensor([1.0, -2.0, 3.0]) * scale, "b": torch.tensor([[0.5]]) * scale, "frozen": None}
+
+
+def test_scale_between() -> None:
+    assert math.isclose(checks.scale_between(_grads(3.0), _grads()), 3.0)
+    assert math.isnan(checks.scale_between(_grads(), {"a": torch.zeros(3)}))
+
+
+def test_first_difference_exact_and_tolerant() -> None:
+    a = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)}
+    b = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(4)}
+    assert "'n'" in checks.first_difference(a, b)
+    assert checks.first_difference(a, a) is None
+    c = {"w": torch.tensor([1.0, 2.0 + 1e-9]), "n": torch.tensor(3)}
+    assert checks.first_difference(a, c) is not None
+    assert checks.first_difference(a, c, atol=1e-6, rtol=0) is None
+    assert "missing" in checks.first_difference({"w": a["w"]}, a)
+
+
+@pytest.mark.parametrize(
+    "scale, world_size, phrase",
+    [(3.0, 3, "sum with all_reduce without dividing by world_size=3"),
+     (1 / 3, 3, "divide by world_size=3 twice"),
+     (1 / 16, 4, "world_size**2"),
+     (1.5, 3, "hard-code a divide by 2")],
+)
+def test_gradient_mistakes_are_named(scale: float, world_size: int, phrase: str) -> None:
+    expected = {k: (None if v is None else v.double()) for k, v in _grads().items()}
+    got = [_grads(scale) for _ in range(world_size)]
+    with pytest.raises(AssertionError, match=phrase.replace("*", r"\*")):
+        checks.assert_gradients_averaged(got, expected, world_size)
+
+
+def test_gradients_averaged_passes_and_flags_local_and_none() -> None:
+    expected = {k: (None if v is None else v.double()) for k, v in _grads().items()}
+    checks.assert_gradients_averaged([_grads(), _grads()], expected, 2)
+    local = [_grads(0.5), _grads(1.5)]
+    with pytest.raises(AssertionError, match="still holds its own local gradient"):
+        checks.assert_gradients_averaged(local, expected, 2, local_per_rank=local)
+    with pytest.raises(AssertionError, match="differ from rank 0"):
+        checks.assert_gradients_averaged([_grads(), _grads(1.1)], expected, 2)
+    bad = _grads()
+    bad["frozen"] = torch.zeros(1)
+    with pytest.raises(AssertionError, match="Skip parameters whose .grad is None"):
+        checks.assert_gradients_averaged([bad, bad], expected, 2)
+
+
+def test_assert_same_on_all_ranks_names_rank_and_tensor() -> None:
+    s = {"w": torch.ones(2), "count": torch.tensor(1)}
+    t = {"w": torch.ones(2), "count": torch.tensor(2)}
+    checks.assert_same_on_all_ranks([s, s, s])
+    with pytest.raises(AssertionError, match=r"Rank 2.*'count'"):
+        checks.assert_same_on_all_ranks([s, s, t])
+
+
+def test_assert_all_ranks_return() -> None:
+    checks.assert_all_ranks_return([True, True], True, "ok")
+    with pytest.raises(AssertionError, match="ranks disagree"):
+        checks.assert_all_ranks_return([True, False, True], False, "c")
+    with pytest.raises(AssertionError, match="Python bool"):
+        checks.assert_all_ranks_return([torch.tensor(True)] * 2, True, "c")
+    with pytest.raises(AssertionError, match="buffer"):
+        checks.assert_all_ranks_return([True, True], False, "c")
+
+
+def test_training_mismatch_names_scale_and_divergence() -> None:
+    init = {"w": torch.zeros(3, dtype=torch.float64), "n": torch.tensor(0)}
+    expected = {"w": torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), "n": torch.tensor(0)}
+    got = {"w": torch.tensor([3.0, 6.0, 9.0]), "n": torch.tensor(0)}
+    checks.assert_training_matches([expected, expected], init, expected, 2, "ref")
+    with pytest.raises(AssertionError, match="updates are 3x"):
+        checks.assert_training_matches([got] * 3, init, expected, 3, "ref")
+    with pytest.raises(AssertionError, match="replicas diverged"):
+        checks.assert_training_matches([expected, got], init, expected, 2, "ref")
+
+
+def test_parameter_identity() -> None:
+    checks.assert_parameter_identity([1, 2], [1, 2], True)
+    with pytest.raises(AssertionError, match="replaced"):
+        checks.assert_parameter_identity([1, 2], [1, 3], True)
+    with pytest.raises(AssertionError, match="no longer updates"):
+        checks.assert_parameter_identity([1, 2], [1, 2], False)
+
+
+@pytest.mark.parametrize(
+    "wrong, phrase",
+    [(lambda n, b, w: (w - 1) / w * n * b, "reduce-scatter only"),
+     (lambda n, b, w: 2 * (w - 1) * n * b, "not the whole message"),
+     (lambda n, b, w: 2.0 * n * b, "< 2 x bytes")],
+)
+def test_ring_bytes_mistakes_are_named(wrong, phrase: str) -> None:
+    checks.assert_ring_allreduce_bytes(ring_allreduce_bytes, [(10, 4, 3)], ring_allreduce_bytes)
+    with pytest.raises(AssertionError, match=phrase):
+        checks.assert_ring_allreduce_bytes(wrong, [(10, 4, 3)], ring_allreduce_bytes)
+
+
+# --------------------------------------------------------------------------- on a real gloo group
+
+
+def _average(model: nn.Module, group=None) -> None:
+    import torch.distributed as dist
+
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, group=group)
+
+
+def _broadcast(model: nn.Module, src: int = 0, group=None) -> None:
+    import torch.distributed as dist
+
+    for t in list(model.parameters()) + list(model.buffers()):
+        dist.broadcast(t.data, src=src, group=group)
+
+
+def _train(model_fn, batches, lr):
+    import torch.distributed as dist
+
+    model = model_fn()
+    _broadcast(model)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for x, y in batches:
+        xs, ys = shard_batch(x, y, dist.get_rank(), dist.get_world_size())
+        opt.zero_grad()
+        reference.mse(model(xs), ys).backward()
+        _average(model)
+        opt.step()
+    return model
+
+
+def test_ddp_reference_matches_float64_and_hand_written_loop() -> None:
+    from helpers.cluster import run
+
+    model_fn = reference.PerRankInit(TinyMLP, seed=7)
+    batches = reference.make_batches(3, 12, 8, 4, seed=2)
+    out = run(reference.train_on_rank, _train, model_fn, batches, 0.1, with_ddp=True,
+              world_size=3, timeout=60)
+    init = reference.state_of(model_fn.for_rank(0))
+    expected = reference.sgd_reference(model_fn.for_rank(0), batches, 0.1)
+    checks.assert_training_matches([d for _, d in out], init, expected, 3, "float64")
+    checks.assert_training_matches([o for o, _ in out], init, expected, 3, "float64")
+
+
+def test_rank_side_drivers_on_a_group() -> None:
+    from helpers.cluster import run
+
+    out = run(reference.broadcast_on_rank, _broadcast, reference.PerRankInit(BatchNormMLP, seed=1), 1, 6,
+              world_size=3, timeout=60)
+    assert not torch.equal(out[0]["before"]["bn.running_mean"], out[1]["before"]["bn.running_mean"])
+    assert int(out[2]["before"]["bn.num_batches_tracked"]) == 3
+    for o in out:
+        checks.assert_states_close(o["after"], out[1]["before"], 0.0, 0.0, what="broadcast")
+        checks.assert_parameter_identity(o["ids_before"], o["ids_after"], o["optimizer_moved"])
+    swap = [reference.Perturb(2, "fc1.weight", "swap")]
+    res = run(reference.aligned_on_rank, lambda m: _changed(m), reference.SameInit(BatchNormMLP, seed=1),
+              swap, in_features=6, world_size=3, timeout=60)
+    assert [r for r, _ in res] == [True, True, False]
+    assert all(untouched for _, untouched in res)
+
+
+def _changed(model: nn.Module) -> bool:
+    """Rank-local: does this rank's fc1.weight differ from a fresh SameInit copy? (test probe)."""
+    fresh = reference.SameInit(BatchNormMLP, seed=1)()
+    return torch.equal(fresh.fc1.weight, model.fc1.weight)
