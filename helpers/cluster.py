@@ -277,6 +277,22 @@ class _Outcome:
         self.died: dict[int, int | None] = {}
         self.outputs: dict[int, str] = {}
         self.records: list[list[CollectiveRecord]] = [[] for _ in range(world_size)]
+        # Per group, the signature of call #i as first seen, to spot a mismatch while
+        # ranks are still waiting in it (gloo would hang, mix values or abort).
+        self._seen: dict[tuple[int, ...], list[tuple]] = {}
+        self._calls: dict[tuple[int, tuple[int, ...]], int] = {}
+        self.mismatched = False
+
+    def add_record(self, rank: int, record: CollectiveRecord) -> None:
+        self.records[rank].append(record)
+        key = (rank, record.group_ranks)
+        index = self._calls.get(key, 0)
+        self._calls[key] = index + 1
+        seen = self._seen.setdefault(record.group_ranks, [])
+        if index == len(seen):
+            seen.append(record.signature)
+        elif seen[index] != record.signature:
+            self.mismatched = True
 
     def finished(self, rank: int) -> bool:
         return rank in self.results or rank in self.errors or rank in self.died
@@ -345,7 +361,7 @@ def _collect(pool: _Pool, task_id: int, timeout: float) -> _Outcome:
         pending = [k for k in range(pool.world_size) if not outcome.finished(k)]
         if not pending:
             return outcome
-        if outcome.errors or outcome.died:
+        if outcome.errors or outcome.died or outcome.mismatched:
             deadline = min(deadline, time.monotonic() + ERROR_GRACE)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -370,7 +386,7 @@ def _receive(pool: _Pool, rank: int, task_id: int, outcome: _Outcome) -> None:
     if msg_task != task_id:
         return
     if kind == "coll":
-        outcome.records[rank].append(message[2])
+        outcome.add_record(rank, message[2])
     elif kind == "done":
         outcome.results[rank], outcome.outputs[rank] = message[2], message[3]
     elif kind == "error":
@@ -405,18 +421,24 @@ def _exit_reason(exitcode: int | None) -> str:
 
 
 def _diagnose(pool: _Pool, outcome: _Outcome, ledger: Ledger, timeout: float) -> ClusterError | None:
-    """Turn an unsuccessful outcome into one readable error (``None`` if all went well)."""
+    """Turn an unsuccessful outcome into one readable error (``None`` if all went well).
+
+    The root cause comes first: ranks calling different collectives explain the hangs,
+    aborts and "connection reset" errors that follow from them.
+    """
     n = pool.world_size
     status = "\n".join(f"  rank {k}: {_rank_status(outcome, k)}" for k in range(n))
     divergence = ledger.first_divergence()
     unfinished = [k for k in range(n) if not outcome.finished(k)]
+    stacks = pool.dump_stacks(unfinished) if unfinished else {}
+    where = "".join(f"\nwhere rank {k} is stuck:\n{stacks[k].strip()}\n" for k in unfinished if stacks[k].strip())
     restarted = "The worker group was restarted; the next run() starts fresh."
 
-    if outcome.died and divergence:
-        rank = min(outcome.died)
+    if outcome.mismatched:
         return CollectiveMismatch(
-            f"the ranks' collectives diverged at {divergence}; gloo aborted rank {rank} "
-            f"({_exit_reason(outcome.died[rank])}).\nper-rank status:\n{status}\n{restarted}")
+            f"the ranks' collectives diverged at {divergence}. gloo does not check that ranks agree: "
+            f"it hangs, aborts or silently mixes values, so nothing was returned.\n"
+            f"per-rank status:\n{status}\n{where}\n{restarted}")
 
     if outcome.errors:
         rank = min(outcome.errors)
@@ -424,30 +446,25 @@ def _diagnose(pool: _Pool, outcome: _Outcome, ledger: Ledger, timeout: float) ->
         others = sorted(set(outcome.errors) - {rank})
         also = f" (ranks {others} raised too)" if others else ""
         message = f"rank {rank} raised {exc_type}{also}:\n\n{tb}\nper-rank status:\n{status}"
-        if divergence:
-            message += f"\ncollectives diverged at {divergence}"
+        if unfinished:
+            message += f"\n{restarted}"
         return RankError(message, rank, exc_type, tb)
 
     if outcome.died:
         rank = min(outcome.died)
-        reason = _exit_reason(outcome.died[rank])
         tail = _tail(pool.capture_paths[rank])
-        message = f"rank {rank}'s process died ({reason}).\nper-rank status:\n{status}"
+        message = f"rank {rank}'s process died ({_exit_reason(outcome.died[rank])}).\nper-rank status:\n{status}"
         if tail.strip():
             message += f"\nlast output of rank {rank}:\n{tail}"
         return RankError(f"{message}\n{restarted}", rank, "ProcessDied", tail)
 
     if unfinished:
-        stacks = pool.dump_stacks(unfinished)
-        where = "".join(f"\nwhere rank {k} is stuck:\n{stacks[k].strip()}\n" for k in unfinished if stacks[k].strip())
-        hint = ("A rank that skips a collective (or calls a different one) leaves its peers waiting."
-                if any(outcome.records[k] for k in unfinished) else "")
         message = (f"rank(s) {unfinished} did not finish within {timeout:g} s (world_size={n}).\n"
                    f"per-rank status:\n{status}\n")
         if divergence:
-            message += f"collectives diverged at {divergence}.\n"
-        message += f"{hint}{where}\n{restarted}"
-        return CollectiveTimeout(message, unfinished)
+            message += (f"collectives diverged at {divergence}.\n"
+                        "A rank that skips a collective leaves its peers waiting in it.\n")
+        return CollectiveTimeout(f"{message}{where}\n{restarted}", unfinished)
 
     if divergence:
         return CollectiveMismatch(

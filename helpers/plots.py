@@ -84,7 +84,7 @@ def plot_sample_weights(
     ax.set_xlim(-0.5, n - 0.5)
     ax.set_ylim(0, max(max(w) for w in weights.values()) * 1.35)
     ax.set_title(title)
-    ax.legend(loc="upper right", bbox_to_anchor=(1.0, 0.84), fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.84), fontsize=8)
     return fig
 
 
@@ -279,7 +279,7 @@ def plot_allreduce_time(
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(ns, [t * 1e3 for t in total], color="k", lw=2, label="total")
-    ax.plot(ns, [t * 1e3 for t in bw], color=_COLORS[0], ls="--", label="bandwidth term 2(N−1)/N·M/B")
+    ax.plot(ns, [t * 1e3 for t in bw], color=_COLORS[0], ls="--", label="bandwidth term 2(N−1)/N·M·β")
     ax.plot(ns, [t * 1e3 for t in lat], color=_COLORS[1], ls="--", label="latency term 2(N−1)·α")
     a, b = alpha_beta_allreduce_time(num_elements, bytes_per_element, world_size, bandwidth_bytes_per_s, latency_s)
     ax.plot([world_size], [(a + b) * 1e3], "o", color=_COLORS[3], ms=9, zorder=5, label=f"N = {world_size}")

@@ -8,10 +8,11 @@ slider drag would drive it. The explorer draws once when it is built.
 """
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import ipywidgets as W
-from IPython.display import display
+from IPython.display import Image, display
 
 from helpers.costs import ring_allreduce_bytes
 from helpers.plots import alpha_beta_allreduce_time, format_bytes, plot_allreduce_time
@@ -70,9 +71,11 @@ def allreduce_explorer(
             f"bandwidth {t_bw * 1e3:.4g} ms ({'latency' if t_lat > t_bw else 'bandwidth'}-bound)"
         )
         fig = plot_allreduce_time(m, b, n, bw, lat, max_world_size=1024)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=100)  # a PNG needs no matplotlib backend in the kernel
         with out:
             out.clear_output(wait=True)
-            display(fig)
+            display(Image(data=png.getvalue(), format="png"))
         box.last_result = result
         return result
 

@@ -169,7 +169,7 @@ def test_different_shapes_report_the_divergence_instead_of_a_dead_kernel() -> No
         dist.all_reduce(t)
         return t
 
-    with pytest.raises((CollectiveMismatch, CollectiveTimeout), match=r"float32\[5\].*float32\[4\]"):
+    with pytest.raises(CollectiveMismatch, match=r"float32\[5\].*float32\[4\]"):
         run(mixed_shapes, world_size=2, timeout=5.0)
     assert run(_rank_times_ten, world_size=2) == [0, 10]
 
@@ -184,8 +184,10 @@ def test_swapped_collective_order_is_reported() -> None:
             dist.broadcast(b, 0)
             dist.all_reduce(a)
 
-    with pytest.raises((CollectiveMismatch, CollectiveTimeout), match="call #1: rank 1 called broadcast"):
-        run(swapped, world_size=2, timeout=3.0)
+    start = time.monotonic()
+    with pytest.raises(CollectiveMismatch, match="call #1: rank 1 called broadcast"):
+        run(swapped, world_size=2, timeout=30.0)
+    assert time.monotonic() - start < 10.0  # reported as soon as seen, not at the timeout
 
 
 def test_ledger_records_collectives_and_ring_bytes() -> None:
@@ -332,3 +334,16 @@ def test_two_processes_run_groups_at_the_same_time() -> None:
     for proc in (a, b):
         out, err = proc.communicate(timeout=120)
         assert out.strip() == "ok" and proc.returncode == 0, err
+
+
+def test_a_script_without_main_guard_is_not_rerun_on_the_ranks(tmp_path) -> None:
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "import torch.distributed as dist\n"
+        "from helpers.cluster import run\n"
+        "print('script body ran', flush=True)\n"
+        "print(run(lambda: dist.get_rank(), world_size=2))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["script body ran", "[0, 1]"]

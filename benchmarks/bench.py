@@ -1,0 +1,96 @@
+"""Benchmark: a cold spawned gloo group vs the warm helpers.cluster pool, and grading time.
+
+    python benchmarks/bench.py            # or: make bench
+
+Everything is measured in this one run and printed as a Markdown table (seconds of
+wall time), so the ratios compare numbers taken on the same machine at the same time.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+ROOT = Path(__file__).resolve().parents[1]
+WORLD_SIZE = 4
+ASSIGNMENT = "01_replicated_training"
+
+
+def _spawned_rank(rank: int, world_size: int, store: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
+    t = torch.ones(1024)
+    dist.all_reduce(t)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def cold_spawn_seconds() -> float:
+    """One fresh 4-rank group with torch.multiprocessing.spawn doing one all_reduce."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        mp.spawn(_spawned_rank, args=(WORLD_SIZE, os.path.join(tmp, "store")), nprocs=WORLD_SIZE, join=True)
+        return time.perf_counter() - start
+
+
+def _all_reduce() -> float:
+    t = torch.ones(1024)
+    dist.all_reduce(t)
+    return t[0].item()
+
+
+def warm_run_seconds(calls: int = 10) -> tuple[float, float, float]:
+    """(first call, tenth call, median of calls 2..10) of helpers.cluster.run."""
+    from helpers.cluster import run, shutdown
+
+    shutdown()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        assert run(_all_reduce, world_size=WORLD_SIZE) == [float(WORLD_SIZE)] * WORLD_SIZE
+        times.append(time.perf_counter() - start)
+    shutdown()
+    return times[0], times[-1], statistics.median(times[1:])
+
+
+def grading_seconds() -> dict[str, tuple[float, float, float]]:
+    """Wall time and score of grading the source and release notebooks of assignment 01."""
+    from autograder.grading import grade_notebook
+
+    out = {}
+    for version in ("source", "release"):
+        path = ROOT / version / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+        start = time.perf_counter()
+        result = grade_notebook(path, ASSIGNMENT)
+        out[version] = (time.perf_counter() - start, result.score, result.max_score)
+    return out
+
+
+def main() -> None:
+    cold = cold_spawn_seconds()
+    first, tenth, median = warm_run_seconds()
+    grades = grading_seconds()
+    print(f"Measured {date.today()} on {platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, torch {torch.__version__}\n")
+    print("| measurement | seconds |")
+    print("| --- | ---: |")
+    print(f"| cold `torch.multiprocessing.spawn` {WORLD_SIZE}-rank gloo group, one all_reduce | {cold:.3f} |")
+    print(f"| first `helpers.cluster.run` (starts the forkserver and the group) | {first:.3f} |")
+    print(f"| tenth `helpers.cluster.run`, same all_reduce (warm) | {tenth:.4f} |")
+    print(f"| median of warm calls 2-10 | {median:.4f} |")
+    print(f"| **ratio cold spawn / tenth warm run** | **{cold / tenth:.0f}x** |")
+    for version, (seconds, score, max_score) in grades.items():
+        print(f"| grade `{version}/{ASSIGNMENT}` with nbgrader (score {score:g}/{max_score:g}) | {seconds:.1f} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
