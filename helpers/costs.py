@@ -51,3 +51,32 @@ def ring_all_to_all_bytes(num_elements: int, bytes_per_element: int, world_size:
     """Bytes each rank sends in an all-to-all of its input: all but its own 1/N chunk."""
     _check_world(world_size)
     return (world_size - 1) / world_size * _message_bytes(num_elements, bytes_per_element)
+
+
+def adam_memory_bytes(num_params: int, world_size: int, stage: int, k: int = 12) -> float:
+    """Persistent model-state bytes per rank for mixed-precision Adam under ZeRO.
+
+    Follows Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+    Parameter Models" (SC 2020), Section 3 and Figure 1: 2 bytes of fp16 parameters,
+    2 bytes of fp16 gradients and ``k`` bytes of optimizer state (fp32 master weights,
+    momentum and variance: k = 12) per parameter ``num_params`` (Psi), on ``world_size``
+    (N_d) data-parallel ranks.
+
+    stage 0 (replicated): (2 + 2 + k) * Psi
+    stage 1 (P_os):       2 * Psi + 2 * Psi + k * Psi / N
+    stage 2 (P_os+g):     2 * Psi + (2 + k) * Psi / N
+    stage 3 (P_os+g+p):   (2 + 2 + k) * Psi / N
+    """
+    _check_world(world_size)
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"stage must be 0, 1, 2 or 3, got {stage}")
+    if num_params < 0 or k < 0:
+        raise ValueError("num_params and k must be >= 0")
+    params, grads, states = 2 * num_params, 2 * num_params, k * num_params
+    if stage >= 1:
+        states /= world_size
+    if stage >= 2:
+        grads /= world_size
+    if stage >= 3:
+        params /= world_size
+    return params + grads + states

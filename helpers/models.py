@@ -56,3 +56,49 @@ def shard_batch(
     per_rank = len(x) // world_size
     rows = slice(rank * per_rank, (rank + 1) * per_rank)
     return x[rows], y[rows]
+
+
+class _Block(nn.Module):
+    """Pre-norm causal self-attention + MLP block (nanoGPT style, tiny)."""
+
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        attn = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyLM(nn.Module):
+    """A two-layer causal transformer language model whose output layer is tied to its embedding.
+
+    ``forward(tokens)`` takes a ``[batch, time]`` LongTensor and returns logits of
+    shape ``[batch, time, vocab_size]``. The tie (``head.weight is embed.weight``) is
+    the shared parameter that lesson 07's sharding must keep in one unit.
+    """
+
+    def __init__(self, vocab_size: int = 32, dim: int = 16, layers: int = 2, heads: int = 2, max_len: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim)
+        self.pos = nn.Embedding(max_len, dim)
+        self.blocks = nn.ModuleList(_Block(dim, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab_size, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.embed(tokens) + self.pos(positions)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
