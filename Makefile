@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test check release bench
+.PHONY: setup lab test check release bench grade
 
 setup: $(STAMP)
 
@@ -19,8 +19,10 @@ lab: setup
 
 # pytest exit code 5 means "no tests collected": that is a failure, not a pass.
 test: setup
-	$(PY) -m pytest tests; rc=$$?; \
+	$(PY) -m pytest tests notebooks --nbval-lax; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+	$(PY) -m autograder release --check
+	$(PY) -m autograder check
 
 release: setup
 	$(PY) -m autograder release
@@ -30,3 +32,7 @@ check: setup
 
 bench: setup
 	$(PY) benchmarks/bench.py
+
+# Self-study: grade your own notebook, e.g. make grade NB=release/01_replicated_training/01_replicated_training.ipynb
+grade: setup
+	$(PY) -m autograder grade $(NB)

@@ -24,7 +24,8 @@ from .release import release
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the command line."""
-    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m autograder",
+                                     description="Release, grade and check the nbgrader assignments.")
     parser.add_argument("--root", type=Path, default=None,
                         help="course directory (default: this repository)")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Callable, Iterator, TextIO
 
 from .course import (CourseError, course_root, read_notebook, release_notebook, resolve_assignments,
                      source_notebook)
@@ -87,12 +87,12 @@ def same_scores(first: GradeResult | None, result: GradeResult) -> tuple[bool, s
     return before == after, "" if before == after else f"first {before}, then {after}"
 
 
-def check_mutants(assignment: str, course: ScratchCourse, root: Path) -> list[Row]:
+def check_mutants(assignment: str, course: ScratchCourse, root: Path) -> Iterator[Row]:
     """One row per mutant file: it must parse, splice and lose points."""
     paths = mutant_files(assignment, root)
     if not paths:
-        return [Row(assignment, "mutants", True, detail="no mutants found")]
-    rows = []
+        yield Row(assignment, "mutants", True, detail="no mutants found")
+        return
     source = read_notebook(source_notebook(assignment, root))
     for path in paths:
         what = f"mutant {path.stem}"
@@ -100,44 +100,38 @@ def check_mutants(assignment: str, course: ScratchCourse, root: Path) -> list[Ro
             mutant = parse_mutant(path)
             spliced = splice(source, mutant)
         except CourseError as exc:
-            rows.append(Row(assignment, what, False, detail=str(exc)))
+            yield Row(assignment, what, False, detail=str(exc))
             continue
-        row, _ = attempt(assignment, what, partial(course.grade, spliced, f"mutant_{path.stem}"),
-                         partial(caught, mutant.catches))
-        rows.append(row)
-    return rows
+        yield attempt(assignment, what, partial(course.grade, spliced, f"mutant_{path.stem}"),
+                      partial(caught, mutant.catches))[0]
 
 
-def check_assignment(assignment: str, root: Path, budget: float) -> list[Row]:
-    """All check rows for one assignment, the time-budget row last."""
+def check_assignment(assignment: str, root: Path, budget: float) -> Iterator[Row]:
+    """All check rows for one assignment, as each finishes; the time-budget row last."""
     start = time.monotonic()
-    rows: list[Row] = []
     try:
         with scratch_course(assignment, root) as course:
             source = read_notebook(source_notebook(assignment, root))
             row, first = attempt(assignment, "source", partial(course.grade, source, "source"),
                                  full_marks)
-            rows.append(row)
-            release = partial(read_notebook, release_notebook(assignment, root))
-            rows.append(attempt(assignment, "release", lambda: course.grade(release(), "release"),
-                                zero)[0])
-            rows.extend(check_mutants(assignment, course, root))
-
-            rows.append(attempt(assignment, "source again (deterministic)",
-                                partial(course.grade, source, "source_again"),
-                                partial(same_scores, first))[0])
+            yield row
+            release_path = release_notebook(assignment, root)
+            yield attempt(assignment, "release",
+                          lambda: course.grade(read_notebook(release_path), "release"), zero)[0]
+            yield from check_mutants(assignment, course, root)
+            yield attempt(assignment, "source again (deterministic)",
+                          partial(course.grade, source, "source_again"), partial(same_scores, first))[0]
     except Exception as exc:  # e.g. generate_assignment failed: report, go on with the next
-        rows.append(Row(assignment, "setup", False, detail=first_line(exc)))
+        yield Row(assignment, "setup", False, detail=first_line(exc))
     elapsed = time.monotonic() - start
-    rows.append(Row(assignment, f"time budget {budget:g} s", elapsed <= budget, seconds=elapsed))
-    return rows
+    yield Row(assignment, f"time budget {budget:g} s", elapsed <= budget, seconds=elapsed)
 
 
 def format_row(row: Row) -> str:
     """One report line: assignment, what, score, seconds, verdict, detail."""
     seconds = f"{row.seconds:7.1f}" if row.seconds is not None else " " * 7
     verdict = "OK" if row.ok else "FAIL"
-    return f"{row.assignment:<28} {row.what:<34} {row.score:>9} {seconds}  {verdict:<4}  {row.detail}".rstrip()
+    return f"{row.assignment:<28} {row.what:<40} {row.score:>9} {seconds}  {verdict:<4}  {row.detail}".rstrip()
 
 
 def run_check(assignments: list[str], root: Path | str | None = None, budget: float = 600.0,
@@ -147,7 +141,7 @@ def run_check(assignments: list[str], root: Path | str | None = None, budget: fl
     names = resolve_assignments(assignments, root)
     if not names:
         raise CourseError(f"no assignments under {root / 'source'}")
-    header = f"{'assignment':<28} {'what':<34} {'score':>9} {'seconds':>7}  result"
+    header = f"{'assignment':<28} {'what':<40} {'score':>9} {'seconds':>7}  result"
     rows: list[Row] = []
     if out:
         print(header, file=out, flush=True)

@@ -1,12 +1,13 @@
 """The course directory: where assignments live and how nbgrader is configured for it."""
 from __future__ import annotations
 
+import functools
 import logging
-import os
-import sys
 from pathlib import Path
 
 import nbformat
+import nbgrader.api
+from alembic.script import ScriptDirectory
 from nbformat import NotebookNode
 from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
@@ -98,21 +99,19 @@ def quiet_logger() -> logging.Logger:
     return log
 
 
-def put_scripts_on_path() -> None:
-    """Make this interpreter's scripts directory findable on ``PATH``.
+@functools.cache
+def alembic_head() -> str:
+    """The gradebook schema revision nbgrader stamps on a new gradebook, read in-process.
 
-    nbgrader's ``Gradebook`` runs the ``alembic`` script by name, which fails when the
-    venv's python is run without activating the venv.
+    nbgrader 0.9 runs the ``alembic`` script in a subprocess for every new gradebook to
+    find it: seconds each time, and it fails when the venv's scripts are not on ``PATH``.
     """
-    scripts = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
-    if scripts not in path.split(os.pathsep):
-        os.environ["PATH"] = os.pathsep.join([scripts, path]) if path else scripts
+    return ScriptDirectory(str(Path(nbgrader.__file__).parent / "alembic")).get_current_head()
 
 
 def make_api(root: Path | str) -> NbGraderAPI:
     """An ``NbGraderAPI`` for the course directory ``root``, logging nowhere."""
-    put_scripts_on_path()
+    nbgrader.api.get_alembic_version = alembic_head  # nbgrader is pinned (0.9.6)
     config = nbgrader_config(root)
     log = quiet_logger()
     coursedir = CourseDirectory(config=config, log=log)

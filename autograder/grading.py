@@ -5,6 +5,7 @@ import copy
 import shutil
 import tempfile
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,9 +14,10 @@ from typing import Iterator
 import nbformat
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook
+from sqlalchemy.exc import SAWarning
 
 from .course import (SOURCE, CourseError, check_api_result, course_root, list_assignments, make_api,
-                     read_notebook)
+                     read_notebook, source_notebook)
 from .release import generate_release
 
 
@@ -49,10 +51,6 @@ class GradeResult:
         """Whether every point was earned."""
         return self.max_score > 0 and self.score == self.max_score
 
-    def lost_cells(self) -> list[str]:
-        """grade_ids of the cells that lost points, in notebook order."""
-        return [c.grade_id for c in self.cells if c.score < c.max_score]
-
     def to_json(self) -> dict:
         """The JSON document printed by ``grade --json``."""
         return {
@@ -78,8 +76,8 @@ def grade_id(cell: NotebookNode) -> str | None:
     return None
 
 
-def check_structure(submitted: NotebookNode, release: NotebookNode) -> None:
-    """Reject duplicate grade_ids and nbgrader cells whose type was changed."""
+def check_structure(submitted: NotebookNode, reference: NotebookNode) -> None:
+    """Reject duplicate grade_ids, and nbgrader cells whose type differs from ``reference``."""
     seen: set[str] = set()
     for cell in submitted.cells:
         gid = grade_id(cell)
@@ -89,7 +87,7 @@ def check_structure(submitted: NotebookNode, release: NotebookNode) -> None:
             raise GradingError(f"duplicate grade_id {gid!r}: a graded cell appears more than once "
                                "(was a cell copied?); delete the copy and resubmit")
         seen.add(gid)
-    expected = {grade_id(c): c.cell_type for c in release.cells if grade_id(c)}
+    expected = {grade_id(c): c.cell_type for c in reference.cells if grade_id(c)}
     for cell in submitted.cells:
         gid = grade_id(cell)
         if gid in expected and cell.cell_type != expected[gid]:
@@ -121,7 +119,7 @@ def restore_locked_cells(submitted: NotebookNode, release: NotebookNode,
                 position = nb.cells.index(present[previous]) + 1 if previous else 0
                 nb.cells.insert(position, copy.deepcopy(ref))
                 present[gid] = nb.cells[position]
-                notes.append(f"{kind} {gid!r} was deleted; it was restored and graded as released")
+                notes.append(f"{kind} {gid!r} was deleted; it was put back and graded with the original")
             else:
                 notes.append(f"answer cell {gid!r} is missing from the submission")
                 continue
@@ -136,7 +134,8 @@ def failure_message(cell: NotebookNode) -> str:
     """First line of the error (or stderr) a graded cell produced, if any."""
     for output in cell.get("outputs", []):
         if output.output_type == "error":
-            return f"{output.ename}: {output.evalue}".splitlines()[0][:200]
+            text = f"{output.ename}: {output.evalue}" if output.evalue else output.ename
+            return text.splitlines()[0][:200]
         if output.output_type == "stream" and output.name == "stderr":
             text = output.text.strip()
             return ("stderr: " + (text.splitlines()[0] if text else ""))[:200]
@@ -153,12 +152,16 @@ class ScratchCourse:
     def __init__(self, assignment: str, root: Path, workdir: Path) -> None:
         self.assignment = assignment
         self.workdir = workdir
-        self.release_dir = generate_release(assignment, root, workdir)
-        self.release = nbformat.read(self.release_dir / f"{assignment}.ipynb", as_version=4)
+        release_dir = generate_release(assignment, root, workdir)
+        self.release = nbformat.read(release_dir / f"{assignment}.ipynb", as_version=4)
         self.source = nbformat.read(workdir / SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
         self.api = make_api(workdir)
         self.graded_ids = [nbgrader_meta(c)["grade_id"] for c in self.release.cells
                            if nbgrader_meta(c).get("grade")]
+
+    def gradebook(self) -> Gradebook:
+        """The scratch course's gradebook (close it after use)."""
+        return Gradebook(self.api.coursedir.db_url, self.api.coursedir.course_id)
 
     def grade(self, submitted: NotebookNode, student: str) -> GradeResult:
         """Autograde ``submitted`` as ``student`` and return its scores."""
@@ -169,20 +172,25 @@ class ScratchCourse:
         target = self.workdir / "submitted" / student / name / f"{name}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, str(target))
-        with Gradebook(self.api.coursedir.db_url) as gb:
+        with self.gradebook() as gb:
             gb.update_or_create_student(student)
-        check_api_result(self.api.autograde(name, student, force=True, create=True),
-                         f"autograde {name} for {student}")
+        with warnings.catch_warnings():  # nbgrader's own harmless SQLAlchemy session warnings
+            warnings.simplefilter("ignore", SAWarning)
+            result = self.api.autograde(name, student, force=True, create=True)
+        check_api_result(result, f"autograde {name} for {student}")
         cells, score, max_score = self.read_grades(student, notes)
         return GradeResult(name, score, max_score, cells, notes, time.monotonic() - start)
 
     def read_grades(self, student: str, notes: list[str]) -> tuple[list[CellGrade], float, float]:
-        """Per-cell grades in notebook order and the totals, from the gradebook."""
+        """Per-cell grades in notebook order and the totals, from the gradebook.
+
+        Cells left for manual grading are added to ``notes``.
+        """
         name = self.assignment
         autograded = self.workdir / "autograded" / student / name / f"{name}.ipynb"
         messages = {nbgrader_meta(c).get("grade_id"): failure_message(c)
                     for c in nbformat.read(autograded, as_version=4).cells}
-        with Gradebook(self.api.coursedir.db_url) as gb:
+        with self.gradebook() as gb:
             submission = gb.find_submission(name, student)
             score, max_score = float(submission.score), float(submission.max_score)
             grades = {g.name: g for g in gb.find_submission_notebook(name, name, student).grades}
@@ -200,9 +208,6 @@ class ScratchCourse:
 def scratch_course(assignment: str, root: Path | str | None = None) -> Iterator[ScratchCourse]:
     """A :class:`ScratchCourse` for ``assignment`` that is deleted afterwards."""
     root = course_root(root)
-    if assignment not in list_assignments(root):
-        known = ", ".join(list_assignments(root)) or "none"
-        raise GradingError(f"unknown assignment {assignment!r} (known: {known})")
     workdir = Path(tempfile.mkdtemp(prefix=f"autograder-{assignment}-"))
     try:
         yield ScratchCourse(assignment, root, workdir)
@@ -219,5 +224,11 @@ def grade_notebook(path: Path | str, assignment: str | None = None,
     """
     path = Path(path)
     submitted = read_notebook(path)
-    with scratch_course(assignment or path.stem, root) as course:
+    name = assignment or path.stem
+    known = list_assignments(root)
+    if name not in known:
+        raise GradingError(f"unknown assignment {name!r} (known: {', '.join(known) or 'none'}); "
+                           "name the notebook after its assignment or pass the assignment")
+    check_structure(submitted, read_notebook(source_notebook(name, root)))  # fail before nbgrader runs
+    with scratch_course(name, root) as course:
         return course.grade(submitted, "student")

@@ -33,11 +33,6 @@ class Mutant:
     catches: str
     source: str
 
-    @property
-    def name(self) -> str:
-        """The mutant's file name stem."""
-        return self.path.stem
-
 
 def parse_mutant(path: Path | str) -> Mutant:
     """Parse a mutant file, raising :class:`MutantError` naming what is wrong."""

@@ -40,7 +40,7 @@ def comparable(nb: NotebookNode) -> dict:
 def differences(generated: Path, committed: Path) -> list[str]:
     """Files that differ between two release directories (relative paths, sorted)."""
     if not committed.is_dir():
-        return ["(missing)"]
+        return [f"release/{committed.name} is missing"]
     files = {p.relative_to(generated) for p in generated.rglob("*") if p.is_file()}
     files |= {p.relative_to(committed) for p in committed.rglob("*") if p.is_file()}
     changed = []

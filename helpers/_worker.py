@@ -26,6 +26,7 @@ from typing import Any, Callable
 import cloudpickle
 import numpy as np
 import torch
+import torch._dynamo  # noqa: F401  (the first optimizer imports it lazily: seconds per rank otherwise)
 import torch.distributed as dist
 
 from helpers import costs

@@ -71,31 +71,38 @@ def first_difference(
     return None
 
 
-def _scale_hint(scale: float, world_size: int, what: str = "gradients") -> str:
-    """A sentence naming the classic mistake that a scale factor points to, or ''."""
+def _scale_hint(
+    scale: float, world_size: int, what: str = "gradients", tol: float = 0.02,
+    baseline: str = "the mean",
+) -> str:
+    """A sentence naming the classic mistake that a scale factor points to, or ''.
+
+    ``tol`` is the relative window around each suspicious factor (N, 1/N, 1/N^2, N/2);
+    use a loose one for trained parameters, whose updates compound nonlinearly.
+    """
     if math.isnan(scale):
         return ""
     n = world_size
 
     def near(target: float) -> bool:
-        return abs(scale - target) <= 0.02 * abs(target)
+        return abs(scale - target) <= tol * abs(target)
 
-    if near(1.0):
+    if abs(scale - 1.0) <= 0.02:
         return ""
     if near(float(n)):
-        return (f" Your {what} are {n}x the mean: did you sum with all_reduce without "
+        return (f" Your {what} are {n}x {baseline}: did you sum with all_reduce without "
                 f"dividing by world_size={n}?")
     if near(1.0 / n):
-        return (f" Your {what} are 1/{n} of the mean: did you divide by world_size={n} "
+        return (f" Your {what} are 1/{n} of {baseline}: did you divide by world_size={n} "
                 f"twice (or average an already averaged value)?")
     if near(1.0 / (n * n)):
-        return f" Your {what} are 1/{n * n} of the mean: did you divide by world_size**2?"
+        return f" Your {what} are 1/{n * n} of {baseline}: did you divide by world_size**2?"
     if n != 2 and near(n / 2.0):
-        return (f" Your {what} are {n}/2 of the mean: did you hard-code a divide by 2 "
+        return (f" Your {what} are {n}/2 of {baseline}: did you hard-code a divide by 2 "
                 f"instead of dist.get_world_size(group)={n}?")
-    if near(0.0):
+    if abs(scale) <= 0.02:
         return f" Your {what} are ~0: did you zero them or never copy the result back?"
-    return f" (They are about {scale:.3g}x the expected values.)"
+    return f" (Your {what} are about {scale:.3g}x the expected ones.)"
 
 
 # --------------------------------------------------------------------------- cross-rank checks
@@ -246,10 +253,38 @@ def assert_training_matches(
     float_names = [n for n in expected if expected[n].is_floating_point()]
     got_update = {n: got[n].double() - init[n].double() for n in float_names}
     exp_update = {n: expected[n].double() - init[n].double() for n in float_names}
-    hint = _scale_hint(scale_between(got_update, exp_update), world_size, what="updates")
+    hint = _scale_hint(scale_between(got_update, exp_update), world_size, what="updates", tol=0.25,
+                       baseline="the reference's")
     raise AssertionError(
         f"Rank 0's trained model does not match {reference}: {diff}.{hint}"
     )
+
+
+def assert_broadcast_from(per_rank: Sequence[Mapping[str, object]], src: int) -> None:
+    """Check per-rank results of ``reference.broadcast_on_rank``: all ranks now hold rank
+    ``src``'s pre-call state, bit for bit, with their parameter objects kept."""
+    expected = per_rank[src]["before"]
+    for rank, o in enumerate(per_rank):
+        assert_parameter_identity(o["ids_before"], o["ids_after"], o["optimizer_moved"])
+        diff = first_difference(o["after"], expected)
+        if diff is None:
+            continue
+        buffers = set(o["buffers"])
+        params_after = {n: t for n, t in o["after"].items() if n not in buffers}
+        params_src = {n: t for n, t in expected.items() if n not in buffers}
+        if src != 0 and first_difference(o["after"], per_rank[0]["before"]) is None:
+            hint = f" Rank {rank} now holds rank 0's values: broadcast from src={src}, not from 0."
+        elif first_difference(o["after"], o["before"]) is None:
+            hint = f" Rank {rank}'s model did not change at all."
+        elif buffers and first_difference(params_after, params_src) is None:
+            hint = (" The parameters match but a buffer does not: broadcast model.buffers() too "
+                    "(BatchNorm running statistics, integer counters).")
+        else:
+            hint = ""
+        raise AssertionError(
+            f"broadcast_parameters(model, src={src}): afterwards rank {rank} should hold rank "
+            f"{src}'s parameters and buffers, but {diff}.{hint}"
+        )
 
 
 def assert_parameter_identity(

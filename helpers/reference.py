@@ -288,8 +288,8 @@ def broadcast_on_rank(
 ) -> dict[str, Any]:
     """Desync buffers, build an optimizer, call ``broadcast_fn(model, src=src)``, probe identity.
 
-    Returns ``before``/``after`` states, parameter ``id``s before and after the call, and
-    ``optimizer_moved``: whether an SGD optimizer built *before* the call still moves the
+    Returns ``before``/``after`` states, parameter ``id``s before and after the call, the
+    names of the ``buffers``, and ``optimizer_moved``: whether an SGD optimizer built *before* the call still moves the
     model's parameters afterwards (a step with unit gradients and lr=1 must subtract 1).
     """
     model = model_fn()
@@ -309,7 +309,8 @@ def broadcast_on_rank(
         for name, p in model.named_parameters()
     )
     return {"before": before, "after": after, "ids_before": ids_before,
-            "ids_after": ids_after, "optimizer_moved": moved}
+            "ids_after": ids_after, "optimizer_moved": moved,
+            "buffers": [name for name, _ in model.named_buffers()]}
 
 
 def broadcast_in_subgroup_on_rank(

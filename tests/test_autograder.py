@@ -6,6 +6,7 @@ course content, and never write into the repository.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from autograder.__main__ import main
+from autograder.check import check_mutants, run_check
 from autograder.course import CourseError, release_notebook, source_notebook
-from autograder.grading import GradingError, grade_notebook, scratch_course
+from autograder.grading import GradeResult, GradingError, grade_notebook
 from autograder.mutation import MutantError, parse_mutant, splice
 from autograder.release import release
 
@@ -64,3 +67,174 @@ def course(tmp_path_factory) -> Path:
     mutant.parent.mkdir(parents=True)
     mutant.write_text(MUTANT)
     return root
+
+
+def cli(*args: str, root: Path) -> subprocess.CompletedProcess:
+    """Run ``python -m autograder --root ROOT ARGS`` in a subprocess, capturing its output."""
+    return subprocess.run([sys.executable, "-m", "autograder", "--root", str(root), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def run_main(capfd, *args: str, root: Path) -> tuple[int, str, str]:
+    """Run the command line in this process: (exit status, stdout, stderr)."""
+    status = main(["--root", str(root), *args])
+    out, err = capfd.readouterr()
+    return status, out, err
+
+
+def write(nb, path: Path) -> Path:
+    """Write ``nb`` to ``path`` and return the path."""
+    nbformat.write(nb, str(path))
+    return path
+
+
+def cell_with_id(nb, grade_id: str):
+    """The cell of ``nb`` whose nbgrader grade_id is ``grade_id``."""
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_release_is_student_version_and_in_sync(course):
+    nb = nbformat.read(str(release_notebook(NAME, course)), as_version=4)
+    text = json.dumps(nb)
+    assert "BEGIN SOLUTION" not in text and "HIDDEN" not in text and "2.75" not in text
+    assert "raise NotImplementedError()" in cell_with_id(nb, "add").source
+    assert all(c.get("outputs", []) == [] for c in nb.cells)
+    assert release([NAME], course, check=True) == []
+
+
+def test_release_check_names_out_of_date_notebook(course, tmp_path, capfd):
+    root = tmp_path / "copy"
+    for part in ("source", "release"):
+        shutil.copytree(course / part, root / part)
+    stale = nbformat.read(str(release_notebook(NAME, root)), as_version=4)
+    cell_with_id(stale, "test_add_visible").source = "assert True"
+    write(stale, release_notebook(NAME, root))
+    status, _, err = run_main(capfd, "release", "--check", root=root)
+    assert status == 1
+    assert f"{NAME}: {NAME}.ipynb" in err
+
+
+def test_check_source_release_mutant_and_determinism(course):
+    rows = {row.what: row for row in run_check([NAME], course, budget=600)}
+    assert all(row.ok for row in rows.values()), rows
+    assert rows["source"].score == "3/3"
+    assert rows["release"].score == "0/3"
+    assert rows["mutant truncates"].score == "1/3"
+    assert "truncates floats to int" in rows["mutant truncates"].detail
+    assert "test_add_hidden" in rows["mutant truncates"].detail
+    assert rows["source again (deterministic)"].ok
+
+
+def test_check_reports_a_surviving_mutant(course, tmp_path, monkeypatch):
+    survivor = tmp_path / NAME / "same.py"
+    survivor.parent.mkdir()
+    survivor.write_text(f"# assignment: {NAME}\n# grade_id: add\n# catches: nothing\n"
+                        "def add(a, b):\n    return a + b\n")
+
+    class FullMarks:
+        """Stands in for a scratch course; the surviving mutant gets every point."""
+
+        def grade(self, nb, student):
+            assert "return a + b" in cell_with_id(nb, "add").source
+            return GradeResult(NAME, 3.0, 3.0, [])
+
+    monkeypatch.setattr("autograder.check.mutant_files", lambda assignment, root: [survivor])
+    rows = list(check_mutants(NAME, FullMarks(), course))
+    assert [row.ok for row in rows] == [False]
+    assert "NOT caught: nothing" in rows[0].detail
+
+
+def test_grade_json_shape(course):
+    """A real subprocess: stdout must hold exactly the JSON object, nothing else."""
+    proc = cli("grade", str(source_notebook(NAME, course)), "--json", root=course)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result == {
+        "assignment": NAME, "score": 3.0, "max_score": 3.0,
+        "cells": [{"grade_id": "test_add_visible", "score": 1.0, "max_score": 1.0},
+                  {"grade_id": "test_add_hidden", "score": 2.0, "max_score": 2.0}],
+        "notes": [],
+    }
+
+
+def test_tampered_and_deleted_tests_are_graded_with_originals(course, tmp_path):
+    nb = nbformat.read(str(release_notebook(NAME, course)), as_version=4)
+    cell_with_id(nb, "add").source = "def add(a, b):\n    return int(a) + int(b)"
+    cell_with_id(nb, "test_add_visible").source = "pass"
+    nb.cells.remove(cell_with_id(nb, "test_add_hidden"))
+    result = grade_notebook(write(nb, tmp_path / f"{NAME}.ipynb"), root=course)
+    assert [(c.grade_id, c.score) for c in result.cells] == [("test_add_visible", 1.0),
+                                                            ("test_add_hidden", 0.0)]
+    assert result.score == 1.0 and result.max_score == 3.0
+    assert any("'test_add_visible' was modified" in note for note in result.notes)
+    assert any("'test_add_hidden' was deleted" in note for note in result.notes)
+
+
+def test_duplicate_grade_id_is_refused(course, tmp_path, capfd):
+    nb = nbformat.read(str(release_notebook(NAME, course)), as_version=4)
+    copy = nbformat.from_dict(cell_with_id(nb, "add"))
+    copy.id = "copied"
+    nb.cells.append(copy)
+    status, out, err = run_main(capfd, "grade", str(write(nb, tmp_path / "mine.ipynb")),
+                                "--assignment", NAME, root=course)
+    assert (status, out) == (2, "")
+    assert "duplicate grade_id 'add'" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_changed_cell_type_is_refused(course, tmp_path):
+    nb = nbformat.read(str(release_notebook(NAME, course)), as_version=4)
+    cell = cell_with_id(nb, "add")
+    nb.cells[nb.cells.index(cell)] = new_markdown_cell(cell.source, metadata=cell.metadata)
+    with pytest.raises(GradingError, match="'add' was changed from a code cell to a markdown cell"):
+        grade_notebook(write(nb, tmp_path / f"{NAME}.ipynb"), root=course)
+
+
+@pytest.mark.parametrize("content", ["not json at all", '{"cells": 3}'])
+def test_not_a_notebook_is_refused(course, tmp_path, capfd, content):
+    path = tmp_path / f"{NAME}.ipynb"
+    path.write_text(content)
+    status, _, err = run_main(capfd, "grade", str(path), root=course)
+    assert status == 2
+    assert "not a valid Jupyter notebook" in err
+
+
+def test_unknown_assignment_is_refused(course, tmp_path, capfd):
+    path = write(tiny_notebook(), tmp_path / "99_nothing.ipynb")
+    status, _, err = run_main(capfd, "grade", str(path), root=course)
+    assert status == 2
+    assert "unknown assignment '99_nothing'" in err
+    with pytest.raises(CourseError, match="unknown assignment"):
+        grade_notebook(path, assignment="nope", root=course)
+
+
+def test_mutant_splices_whole_solution_cell(course):
+    mutant = parse_mutant(course / "autograder" / "mutants" / NAME / "truncates.py")
+    assert (mutant.assignment, mutant.grade_id, mutant.catches) == (NAME, "add", "truncates floats to int")
+    source = nbformat.read(str(source_notebook(NAME, course)), as_version=4)
+    spliced = splice(source, mutant)
+    assert cell_with_id(spliced, "add").source == "def add(a, b):\n    return int(a) + int(b)"
+    assert cell_with_id(source, "add").source == SOLUTION
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("def add(a, b):\n    return 0\n", "header is missing assignment, grade_id, catches"),
+    (f"# assignment: {NAME}\n# grade_id: add\n# catches: x\n", "no replacement source"),
+    ("# assignment: other\n# grade_id: add\n# catches: x\npass\n", "lives in"),
+])
+def test_malformed_mutant_is_reported(tmp_path, text, problem):
+    path = tmp_path / NAME / "bad.py"
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(MutantError, match=problem):
+        parse_mutant(path)
+
+
+@pytest.mark.parametrize("grade_id, problem", [("test_add_visible", "not a solution cell"),
+                                               ("missing", "no cell with grade_id 'missing'")])
+def test_splice_needs_an_existing_solution_cell(tmp_path, grade_id, problem):
+    path = tmp_path / NAME / "m.py"
+    path.parent.mkdir()
+    path.write_text(f"# assignment: {NAME}\n# grade_id: {grade_id}\n# catches: x\npass\n")
+    with pytest.raises(MutantError, match=problem):
+        splice(tiny_notebook(), parse_mutant(path))
