@@ -44,6 +44,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     check.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: all")
     check.add_argument("--budget", type=float, default=600.0,
                        help="wall-time budget per assignment in seconds (default 600)")
+    check.add_argument("--jobs", type=int, default=1,
+                       help="assignments checked at once, each in its own process (default 1)")
     return parser.parse_args(argv)
 
 
@@ -83,7 +85,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Run the course check; 1 if any row failed."""
     with captured_output() as out:
-        rows = run_check(args.assignments, args.root, args.budget, out=out)
+        rows = run_check(args.assignments, args.root, args.budget, out=out, jobs=args.jobs)
     failed = [row for row in rows if not row.ok]
     print(f"{len(rows) - len(failed)} OK, {len(failed)} FAIL")
     return 1 if failed else 0

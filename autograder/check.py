@@ -6,7 +6,9 @@ per-cell scores; and everything fits in a wall-time budget.
 """
 from __future__ import annotations
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -134,9 +136,17 @@ def format_row(row: Row) -> str:
     return f"{row.assignment:<28} {row.what:<40} {row.score:>9} {seconds}  {verdict:<4}  {row.detail}".rstrip()
 
 
+def _check_one(name: str, root: Path, budget: float) -> list[Row]:
+    return list(check_assignment(name, root, budget))
+
+
 def run_check(assignments: list[str], root: Path | str | None = None, budget: float = 600.0,
-              out: TextIO | None = None) -> list[Row]:
-    """Check ``assignments`` (all when empty), printing rows to ``out`` as they finish."""
+              out: TextIO | None = None, jobs: int = 1) -> list[Row]:
+    """Check ``assignments`` (all when empty), printing rows to ``out`` as they finish.
+
+    With ``jobs > 1`` that many assignments are checked at once, each in its own
+    process and scratch course; rows are printed one assignment at a time.
+    """
     root = course_root(root)
     names = resolve_assignments(assignments, root)
     if not names:
@@ -145,9 +155,19 @@ def run_check(assignments: list[str], root: Path | str | None = None, budget: fl
     rows: list[Row] = []
     if out:
         print(header, file=out, flush=True)
-    for name in names:
-        for row in check_assignment(name, root, budget):
-            rows.append(row)
-            if out:
-                print(format_row(row), file=out, flush=True)
+
+    def report(row: Row) -> None:
+        rows.append(row)
+        if out:
+            print(format_row(row), file=out, flush=True)
+
+    if jobs <= 1 or len(names) == 1:
+        for name in names:
+            for row in check_assignment(name, root, budget):
+                report(row)
+        return rows
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for per_assignment in pool.map(_check_one, names, [root] * len(names), [budget] * len(names)):
+            for row in per_assignment:
+                report(row)
     return rows
