@@ -65,9 +65,9 @@ class Ledger:
 
     def table(self, rank: int = 0) -> str:
         """A printable table of rank ``rank``'s collectives."""
-        lines = [f"{'#':>3}  {'collective':<36} {'group':>5} {'ring bytes sent':>16}"]
+        lines = [f"{'#':>3}  {'collective':<44} {'group':>5} {'ring bytes sent':>16}"]
         for r in self.records[rank]:
-            lines.append(f"{r.index + 1:>3}  {r.describe():<36} {r.group_size:>5} {r.ring_bytes:>16,.0f}")
+            lines.append(f"{r.index + 1:>3}  {r.describe():<44} {r.group_size:>5} {r.ring_bytes:>16,.0f}")
         lines.append(f"total: {self.count(rank=rank)} collectives, {self.bytes(rank):,.0f} bytes")
         return "\n".join(lines)
 

@@ -1,0 +1,7 @@
+# assignment: 06_gradient_sharding
+# grade_id: owned_range
+# catches: missing padding: S = numel // N, so the last numel % N elements belong to nobody
+def owned_range(numel: int, world_size: int, rank: int) -> tuple[int, int]:
+    """(start, stop) of the real gradient elements rank `rank` owns; S = ceil(numel / world_size)."""
+    shard = numel // world_size
+    return min(rank * shard, numel), min((rank + 1) * shard, numel)

@@ -1,0 +1,7 @@
+# assignment: 06_gradient_sharding
+# grade_id: owned_range
+# catches: returning the bounds in the padded vector, not clamped to the real numel
+def owned_range(numel: int, world_size: int, rank: int) -> tuple[int, int]:
+    """(start, stop) of the real gradient elements rank `rank` owns; S = ceil(numel / world_size)."""
+    shard = -(-numel // world_size)
+    return rank * shard, (rank + 1) * shard
