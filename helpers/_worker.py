@@ -201,6 +201,7 @@ def main(rank: int, world_size: int, store_path: str, conn: Any, lifeline: Any, 
         "gloo", init_method=f"file://{store_path}", rank=rank, world_size=world_size,
         timeout=timedelta(hours=1),  # the kernel enforces run()'s own, shorter timeout
     )
+    dist.barrier()  # gloo connects lazily: pay for the first collective while the group forms
     ledger = _Ledger(conn)
     _install_ledger(ledger)
     conn.send(("ready", rank, capture.take()))

@@ -33,8 +33,14 @@ from typing import Any, Callable, Iterator
 
 import cloudpickle
 
+import torch
+
 from helpers import COURSE_SEED
 from helpers.ledger import CollectiveRecord, Ledger
+
+# The rank processes need the cores: a notebook kernel computing references on every
+# core at the same time slows both down many times over on a 2-core laptop.
+torch.set_num_threads(1)
 
 __all__ = [
     "run", "shutdown", "rank_seed", "CollectiveTimeout", "RankError", "CollectiveMismatch",

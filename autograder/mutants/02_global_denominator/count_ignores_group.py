@@ -1,0 +1,9 @@
+# assignment: 02_global_denominator
+# grade_id: window_token_count
+# catches: ignores group: counts over the default group
+def window_token_count(masks, group=None) -> int:
+    """Valid tokens in all micro-batches of the window on all ranks of `group` (one int64 all-reduce)."""
+    local = sum(int(m.sum()) for m in masks)
+    count = torch.tensor([local], dtype=torch.int64)
+    dist.all_reduce(count, op=dist.ReduceOp.SUM)
+    return int(count.item())

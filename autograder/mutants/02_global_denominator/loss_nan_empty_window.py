@@ -1,0 +1,8 @@
+# assignment: 02_global_denominator
+# grade_id: global_token_loss
+# catches: NaN when the whole window has no valid token (0 / 0)
+def global_token_loss(token_losses: torch.Tensor, mask: torch.Tensor, global_count: int,
+                      world_size: int = 1) -> torch.Tensor:
+    """(world_size / global_count) * sum of the valid token losses; 0 (zero gradient) if there are none."""
+    valid_sum = torch.where(mask, token_losses, torch.zeros((), dtype=token_losses.dtype)).sum()
+    return valid_sum * world_size / torch.tensor(float(global_count))

@@ -1,0 +1,614 @@
+"""Lesson 05, optimizer-state sharding: references, rank-side drivers, checks, figure, explorer.
+
+Three kinds of function live here:
+
+* **references**: what ``torch.distributed.optim.ZeroRedundancyOptimizer`` does on a real
+  gloo group (:func:`zero_owners_on_rank`, :func:`zero_train_on_rank`) and single-process
+  float64 ``torch.optim.Adam`` on the full batch (:func:`adam_reference`);
+* **rank-side drivers** (``*_on_rank``): run inside :func:`helpers.cluster.run`, call a
+  student's function or optimizer the way the assignment's contract says, and return plain
+  tensors; :func:`persistent_tensor_bytes` measures what an optimizer object really holds;
+* **checks** (``assert_*``) that raise :class:`AssertionError` with messages that teach,
+  and the chapter's figure (:func:`plot_zero_memory`) and explorer (:func:`memory_explorer`).
+
+Units: memory and communication in bytes, sizes in elements (``numel``). The optimizer
+state of fp32 Adam is ``exp_avg`` + ``exp_avg_sq``: 8 bytes per element; the step counter
+(a Python number or a 0-dim tensor) is not counted.
+"""
+from __future__ import annotations
+
+import io
+import math
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+from torch import nn
+
+from helpers.costs import adam_memory_bytes
+from helpers.models import shard_batch
+from helpers.plots import format_bytes
+from helpers.reference import mse, state_of, to_float64
+
+__all__ = [
+    "ADAM_STATE_BYTES_PER_ELEMENT", "Moments", "zero_optimizer_class", "zero_owners_on_rank",
+    "zero_train_on_rank", "adam_reference", "persistent_tensor_bytes", "partition_on_rank",
+    "sharded_train_on_rank", "assert_partition", "assert_partition_balanced",
+    "assert_sharded_training", "assert_matches_zero", "assert_state_memory",
+    "assert_in_place", "assert_consolidated", "plot_zero_memory",
+    "memory_explorer",
+]
+
+ADAM_STATE_BYTES_PER_ELEMENT = 8  # fp32 exp_avg + exp_avg_sq
+Batch = tuple[torch.Tensor, torch.Tensor]
+State = dict[str, torch.Tensor]
+Moments = dict[str, tuple[torch.Tensor, torch.Tensor, float]]  # name -> (exp_avg, exp_avg_sq, step)
+
+
+# --------------------------------------------------------------------------- ZeroRedundancyOptimizer
+
+
+def zero_optimizer_class() -> type:
+    """``torch.distributed.optim.ZeroRedundancyOptimizer``, imported quietly and quickly.
+
+    Importing ``torch.distributed.optim`` runs ``torch.jit.script`` on a dozen functional
+    optimizers (used only by ``overlap_with_ddp``, which the course never uses): about 4 s
+    per rank process on a busy 2-core machine, and a DeprecationWarning for each that a
+    rank would echo into the notebook. Scripting is switched off for the import only.
+    """
+    from torch.jit import _state as jit_state
+
+    was_enabled = bool(jit_state._enabled.enabled)
+    jit_state.disable()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+    finally:
+        if was_enabled:
+            jit_state.enable()
+    return ZeroRedundancyOptimizer
+
+
+def zero_owners_on_rank(numels: Sequence[int], group: dist.ProcessGroup | None = None) -> list[int]:
+    """The group rank ZeroRedundancyOptimizer assigns each parameter to (call inside ``run``).
+
+    Builds throwaway parameters of ``numels`` elements and reads ZeRO's own partition.
+    """
+    params = [nn.Parameter(torch.zeros(n)) for n in numels]
+    zero = zero_optimizer_class()(params, optimizer_class=torch.optim.SGD, lr=0.1, process_group=group)
+    return _owners_from_zero(zero, params)
+
+
+def _owners_from_zero(zero: Any, params: Sequence[torch.Tensor]) -> list[int]:
+    index = {id(p): i for i, p in enumerate(params)}
+    owners = [-1] * len(params)
+    for rank, groups in enumerate(zero._partition_parameters()):
+        for g in groups:
+            for p in g["params"]:
+                owners[index[id(p)]] = rank
+    return owners
+
+
+def _average_gradients(params: Iterable[torch.Tensor], group: dist.ProcessGroup | None) -> None:
+    n = dist.get_world_size(group)
+    for p in params:
+        if p.grad is not None:
+            dist.all_reduce(p.grad, group=group)
+            p.grad.div_(n)
+
+
+def _moments_by_name(state: Mapping[Any, Mapping[str, Any]], names: Mapping[int, str]) -> Moments:
+    out: Moments = {}
+    for key, s in state.items():
+        name = names.get(id(key), f"<not a model parameter: {tuple(getattr(key, 'shape', ()))}>")
+        out[name] = (s["exp_avg"].detach().clone(), s["exp_avg_sq"].detach().clone(), float(s["step"]))
+    return out
+
+
+def zero_train_on_rank(
+    model_fn: Callable[[], nn.Module], batches: Sequence[Batch], hyper: Mapping[str, Any],
+    group: dist.ProcessGroup | None = None,
+) -> dict[str, Any]:
+    """Train ``model_fn()`` with ZeroRedundancyOptimizer(Adam) on this rank's shards.
+
+    Gradients are averaged over ``group`` by hand (all-reduce, divide) before each
+    ``step()``, exactly what DDP would hand it. Returns this rank's ``params`` (state dict
+    copy) and ``moments`` (the Adam state of the parameters this rank owns, by name).
+    """
+    model = model_fn()
+    names = {id(p): n for n, p in model.named_parameters()}
+    zero = zero_optimizer_class()(model.parameters(), optimizer_class=torch.optim.Adam,
+                                  process_group=group, **hyper)
+    rank, n = dist.get_rank(group), dist.get_world_size(group)
+    for x, y in batches:
+        xs, ys = shard_batch(x, y, rank, n)
+        zero.zero_grad(set_to_none=True)
+        mse(model(xs), ys).backward()
+        _average_gradients(model.parameters(), group)
+        zero.step()
+    return {"params": state_of(model), "moments": _moments_by_name(zero.optim.state, names),
+            "owners": _owners_from_zero(zero, list(model.parameters()))}
+
+
+# --------------------------------------------------------------------------- single-process reference
+
+
+def adam_reference(model: nn.Module, batches: Sequence[Batch], hyper: Mapping[str, Any]) -> tuple[State, Moments]:
+    """float64 parameters and Adam moments after one ``torch.optim.Adam`` step per full batch.
+
+    Single process, full-batch mean loss, double precision; ``model`` is not modified.
+    Parameters with ``requires_grad=False`` get no state.
+    """
+    ref = to_float64(model)
+    names = {id(p): n for n, p in ref.named_parameters()}
+    opt = torch.optim.Adam([p for p in ref.parameters() if p.requires_grad], **hyper)
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        mse(ref(x.double()), y.double()).backward()
+        opt.step()
+    return state_of(ref), _moments_by_name(opt.state, names)
+
+
+# --------------------------------------------------------------------------- measuring an optimizer
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def persistent_tensor_bytes(obj: Any, exclude: Iterable[torch.Tensor] = (), max_depth: int = 8) -> int:
+    """Bytes of tensor storage reachable from ``obj``'s attributes, each storage once.
+
+    Walks attributes, dicts (keys and values), lists, tuples and sets up to ``max_depth``
+    levels. Storages shared with a tensor in ``exclude`` (the parameters and their
+    gradients) and 0-dim tensors (step counters) are not counted; modules and process
+    groups are not entered. A view into a larger buffer counts the whole buffer.
+    """
+    excluded = {_storage_key(t) for t in exclude if t is not None}
+    seen_objects: set[int] = set()
+    counted: dict[int, int] = {}
+
+    def visit(value: Any, depth: int) -> None:
+        if depth > max_depth or id(value) in seen_objects:
+            return
+        seen_objects.add(id(value))
+        if isinstance(value, torch.Tensor):
+            if value.dim() > 0 and _storage_key(value) not in excluded:
+                counted[_storage_key(value)] = value.untyped_storage().nbytes()
+            return
+        if isinstance(value, (nn.Module, str, bytes, int, float, bool)) or value is None:
+            return
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                visit(k, depth + 1)
+                visit(v, depth + 1)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for v in value:
+                visit(v, depth + 1)
+        elif hasattr(value, "__dict__") and not isinstance(value, dist.ProcessGroup):
+            visit(vars(value), depth + 1)
+
+    visit(obj, 0)
+    return sum(counted.values())
+
+
+# --------------------------------------------------------------------------- rank-side drivers
+
+
+def partition_on_rank(partition_fn: Callable[[list[int], int], list[int]], numels: Sequence[int],
+                      with_zero: bool = False) -> tuple[list[int], list[int] | None]:
+    """Call ``partition_fn(numels, world_size)`` on this rank; optionally ZeRO's partition too."""
+    ours = partition_fn(list(numels), dist.get_world_size())
+    return list(ours), (zero_owners_on_rank(numels) if with_zero else None)
+
+
+def _identity_probe(model: nn.Module) -> dict[str, Any]:
+    params = list(model.parameters())
+    return {"ids": [id(p) for p in params], "ptrs": [p.data_ptr() for p in params],
+            "aliases": [p.detach() for p in params]}
+
+
+def sharded_train_on_rank(
+    optimizer_cls: type,
+    model_fn: Callable[[], nn.Module],
+    batches: Sequence[Batch],
+    hyper: Mapping[str, Any],
+    group_ranks: Sequence[int] | None = None,
+    with_zero: bool = False,
+    consolidate: bool = False,
+) -> dict[str, Any] | None:
+    """Train with ``optimizer_cls(model.parameters(), **hyper, group=group)`` on this rank.
+
+    One step per global batch on this rank's shard (by group rank): ``zero_grad()``,
+    local mean-loss ``backward()``, ``step()``. With ``group_ranks`` a subgroup is created
+    on every rank and ranks outside it return ``None``. Returns a dict with ``params``,
+    ``moments`` (this rank's ``opt.state`` by parameter name), ``state_bytes`` (what
+    ``opt.state_bytes()`` reports), ``held_bytes`` (:func:`persistent_tensor_bytes`),
+    ``identity`` (parameter ids, data pointers and earlier aliases before and after),
+    ``grads_cleared`` (all ``.grad`` None after a final ``zero_grad()``), and optionally
+    ``zero`` (:func:`zero_train_on_rank` on the same group) and ``consolidated``.
+    """
+    group = None if group_ranks is None else dist.new_group(list(group_ranks))
+    if group_ranks is not None and dist.get_rank() not in group_ranks:
+        return None
+    model = model_fn()
+    names = {id(p): n for n, p in model.named_parameters()}
+    before = _identity_probe(model)
+    init = state_of(model)
+    opt = optimizer_cls(model.parameters(), **hyper, group=group)
+    rank, n = dist.get_rank(group), dist.get_world_size(group)
+    for x, y in batches:
+        xs, ys = shard_batch(x, y, rank, n)
+        opt.zero_grad()
+        mse(model(xs), ys).backward()
+        opt.step()
+    params = list(model.parameters())
+    held = persistent_tensor_bytes(opt, [*params, *(p.grad for p in params)])
+    after = _identity_probe(model)
+    result = {
+        "params": state_of(model), "init": init, "moments": _moments_by_name(opt.state, names),
+        "state_bytes": opt.state_bytes(), "held_bytes": held,
+        "numels": {name: p.numel() for name, p in model.named_parameters()},
+        "identity": {
+            "ids_kept": before["ids"] == after["ids"],
+            "ptrs_kept": before["ptrs"] == after["ptrs"],
+            "aliases_see_update": all(torch.equal(a, p.detach()) for a, p in zip(before["aliases"], params)),
+        },
+    }
+    if consolidate:
+        result["consolidated"] = opt.consolidated_state_dict()
+    opt.zero_grad()
+    result["grads_cleared"] = all(p.grad is None for p in params)
+    if with_zero:
+        result["zero"] = zero_train_on_rank(model_fn, batches, hyper, group)
+    return result
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _greedy_load(numels: Sequence[int], owners: Sequence[int], world_size: int) -> list[int]:
+    load = [0] * world_size
+    for n, r in zip(numels, owners):
+        load[r] += n
+    return load
+
+
+def assert_partition(per_rank: Sequence[Sequence[int]], numels: Sequence[int], expected: Sequence[int]) -> None:
+    """Every rank returned the same owner list, and it equals ``expected`` (ZeRO's)."""
+    world_size = len(per_rank)
+    for rank, owners in enumerate(per_rank):
+        if len(owners) != len(numels):
+            raise AssertionError(f"rank {rank}: {len(owners)} owners for {len(numels)} parameters")
+        bad = [o for o in owners if not isinstance(o, int) or not 0 <= o < world_size]
+        if bad:
+            raise AssertionError(f"rank {rank}: owners must be ints in [0, {world_size}), got {bad[:3]}")
+    for rank in range(1, world_size):
+        if list(per_rank[rank]) != list(per_rank[0]):
+            raise AssertionError(
+                f"rank {rank} computed owners {list(per_rank[rank])} but rank 0 computed {list(per_rank[0])}. "
+                "The partition must be a pure function of (numels, world_size): no randomness, no "
+                "dependence on dist.get_rank(). Ranks that disagree on ownership skip updates or "
+                "apply them twice.")
+    owners = list(per_rank[0])
+    if owners != list(expected):
+        raise AssertionError(
+            f"numels={list(numels)}, world_size={world_size}: expected owners {list(expected)} "
+            f"(loads {_greedy_load(numels, expected, world_size)} elements), got {owners} "
+            f"(loads {_greedy_load(numels, owners, world_size)}). Rule: visit parameters by numel, "
+            "largest first (equal numels in registration order); give each to the rank with the fewest "
+            "elements so far (ties: lowest rank).")
+
+
+def assert_partition_balanced(owners: Sequence[int], numels: Sequence[int], world_size: int) -> None:
+    """The greedy bound: max load - min load <= the largest parameter's numel."""
+    load = _greedy_load(numels, owners, world_size)
+    if max(load) - min(load) > max(numels):
+        raise AssertionError(f"loads {load} elements per rank: spread {max(load) - min(load)} exceeds the largest "
+                             f"parameter ({max(numels)}), which largest-first greedy never does")
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol)
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max()) if a.shape == b.shape and a.numel() else math.inf
+
+
+def _assert_params_close(ours: State, expected: State, init: State, what: str, atol: float, rtol: float) -> None:
+    for name, exp in expected.items():
+        got = ours[name]
+        if _close(got, exp, atol, rtol):
+            continue
+        hint = ""
+        if name in init and torch.equal(got, init[name]) and not torch.equal(exp.to(got.dtype), init[name]):
+            hint = (" This rank's copy never moved: parameters owned by another rank must be sent to "
+                    "every rank after the owner's update (broadcast from the owner, or all-gather).")
+        raise AssertionError(f"{what}: parameter {name!r} differs by {_max_diff(got, exp):.3g} "
+                             f"(atol={atol:g}, rtol={rtol:g}).{hint}")
+
+
+def _union_of_moments(per_rank: Sequence[Moments]) -> Moments:
+    union: Moments = {}
+    for rank, moments in enumerate(per_rank):
+        for name, m in moments.items():
+            if name in union:
+                raise AssertionError(f"parameter {name!r} has optimizer state on two ranks (rank {rank} and an "
+                                     "earlier one): each parameter's state must live on its owner only")
+            union[name] = m
+    return union
+
+
+def _assert_moments_close(ours: Moments, expected: Moments, what: str, atol: float, rtol: float) -> None:
+    missing, extra = sorted(set(expected) - set(ours)), sorted(set(ours) - set(expected))
+    if missing or extra:
+        raise AssertionError(f"{what}: Adam state for the wrong parameters: missing {missing}, unexpected {extra}")
+    for name, (m, v, step) in expected.items():
+        om, ov, ostep = ours[name]
+        if ostep != step:
+            raise AssertionError(f"{what}: {name!r} has step {ostep:g}, expected {step:g}")
+        for label, got, exp in (("exp_avg", om, m), ("exp_avg_sq", ov, v)):
+            if not _close(got, exp, atol, rtol * 10):
+                raise AssertionError(f"{what}: {label} of {name!r} differs by {_max_diff(got, exp):.3g}. "
+                                     "If exp_avg is off, check that the owner steps with the gradient "
+                                     "averaged over the group, not its local one.")
+
+
+def _assert_replicas_identical(per_rank: Sequence[Mapping[str, Any]]) -> None:
+    for rank in range(1, len(per_rank)):
+        for name, t in per_rank[0]["params"].items():
+            if not torch.equal(per_rank[rank]["params"][name], t):
+                raise AssertionError(
+                    f"after training, rank {rank}'s {name!r} differs from rank 0's by "
+                    f"{_max_diff(per_rank[rank]['params'][name], t):.3g}: replicas must be bit-identical. "
+                    "Only the owner updates a parameter; every other rank must receive the result.")
+
+
+def assert_sharded_training(
+    per_rank: Sequence[Mapping[str, Any] | None], expected: tuple[State, Moments], what: str,
+    atol: float = 2e-5, rtol: float = 1e-4,
+) -> None:
+    """Replicas identical, parameters and (union of) moments match single-process Adam."""
+    results = [r for r in per_rank if r is not None]
+    _assert_replicas_identical(results)
+    exp_params, exp_moments = expected
+    for rank, r in enumerate(results):
+        _assert_params_close(r["params"], exp_params, r["init"], f"{what}, rank {rank}", atol, rtol)
+    _assert_moments_close(_union_of_moments([r["moments"] for r in results]), exp_moments, what, atol, rtol)
+
+
+def assert_matches_zero(per_rank: Sequence[Mapping[str, Any]], what: str,
+                        atol: float = 1e-6, rtol: float = 1e-5) -> None:
+    """On every rank: same parameters as ZeroRedundancyOptimizer and the same owned moments."""
+    for rank, r in enumerate(per_rank):
+        zero = r["zero"]
+        for name, t in zero["params"].items():
+            if not _close(r["params"][name], t, atol, rtol):
+                raise AssertionError(f"{what}, rank {rank}: {name!r} differs from ZeroRedundancyOptimizer's by "
+                                     f"{_max_diff(r['params'][name], t):.3g}")
+        ours, theirs = set(r["moments"]), set(zero["moments"])
+        if ours != theirs:
+            raise AssertionError(
+                f"{what}, rank {rank}: this rank holds Adam state for {sorted(ours)}, "
+                f"ZeroRedundancyOptimizer's rank {rank} for {sorted(theirs)}: same partition rule, same owners")
+        _assert_moments_close(r["moments"], zero["moments"], f"{what}, rank {rank} vs ZeroRedundancyOptimizer",
+                              atol, rtol)
+
+
+def assert_state_memory(per_rank: Sequence[Mapping[str, Any]], owners: Sequence[int], what: str) -> None:
+    """state_bytes() is true (what the optimizer holds), owned-only, and sums to the calculator's.
+
+    ``owners`` is the reference partition over the model's parameters in order.
+    """
+    world_size = len(per_rank)
+    numels = list(per_rank[0]["numels"].values())
+    total = sum(numels)
+    replicated = ADAM_STATE_BYTES_PER_ELEMENT * total
+    sharded_mean = adam_memory_bytes(total, world_size, 1, k=ADAM_STATE_BYTES_PER_ELEMENT) \
+        - adam_memory_bytes(total, world_size, 1, k=0)
+    for rank, r in enumerate(per_rank):
+        owned = sum(n for n, o in zip(numels, owners) if o == rank)
+        expected = ADAM_STATE_BYTES_PER_ELEMENT * owned
+        reported, held = r["state_bytes"], r["held_bytes"]
+        if held > expected:
+            raise AssertionError(
+                f"{what}, rank {rank}: the optimizer object holds {held} bytes of tensors besides the "
+                f"parameters and gradients, but the {owned} elements this rank owns need only {expected} "
+                f"(8 bytes each; replicated Adam would hold {replicated}). Allocate exp_avg/exp_avg_sq "
+                "for owned parameters only, and keep no other persistent tensors.")
+        if reported != expected:
+            raise AssertionError(
+                f"{what}, rank {rank}: state_bytes() returned {reported}, expected {expected} = 8 bytes x "
+                f"{owned} owned elements (measured held: {held}; replicated Adam: {replicated}).")
+    reported_total = sum(r["state_bytes"] for r in per_rank)
+    if not math.isclose(reported_total, world_size * sharded_mean):
+        raise AssertionError(f"{what}: state bytes sum to {reported_total} over ranks, the calculator's "
+                             f"N x 8 Psi / N = {world_size * sharded_mean:g}")
+
+
+def assert_in_place(per_rank: Sequence[Mapping[str, Any]], what: str) -> None:
+    """Parameters kept their identity and storage; aliases taken earlier see the update."""
+    for rank, r in enumerate(per_rank):
+        ident = r["identity"]
+        if not ident["ids_kept"]:
+            raise AssertionError(f"{what}, rank {rank}: model.parameters() are different objects after "
+                                 "training. Update parameters in place.")
+        if not (ident["ptrs_kept"] and ident["aliases_see_update"]):
+            raise AssertionError(
+                f"{what}, rank {rank}: a reference to a parameter's tensor taken before training "
+                "(p.detach(), a flat buffer view, a hook's capture) no longer shows the parameter's value. "
+                "Do not rebind p.data or replace tensors: write into them (p.add_, p.copy_, broadcast into p).")
+        if all(torch.equal(r["params"][n], r["init"][n]) for n in r["params"]):
+            raise AssertionError(f"{what}, rank {rank}: no parameter moved at all")
+        if not r["grads_cleared"]:
+            raise AssertionError(f"{what}, rank {rank}: zero_grad() must set every parameter's .grad to None")
+
+
+def assert_consolidated(
+    per_rank: Sequence[Mapping[str, Any] | None], param_names: Sequence[str], expected: Moments,
+    hyper: Mapping[str, Any], atol: float = 2e-5, rtol: float = 1e-4,
+) -> None:
+    """Group rank 0 returns a torch.optim.Adam-style state dict of the whole model; others None."""
+    results = [r for r in per_rank if r is not None]
+    for rank, r in enumerate(results[1:], start=1):
+        if r["consolidated"] is not None:
+            raise AssertionError(f"group rank {rank} returned {type(r['consolidated']).__name__}: "
+                                 "only group rank 0 returns the state dict, the others return None")
+    sd = results[0]["consolidated"]
+    if not isinstance(sd, Mapping) or set(sd) != {"state", "param_groups"}:
+        raise AssertionError("consolidated_state_dict() must return {'state': ..., 'param_groups': [...]} "
+                             "on group rank 0")
+    groups = sd["param_groups"]
+    if len(groups) != 1 or list(groups[0]["params"]) != list(range(len(param_names))):
+        raise AssertionError(f"param_groups must be one group with params {list(range(len(param_names)))}")
+    for key, value in hyper.items():
+        got = groups[0].get(key)
+        if (tuple(got) if isinstance(got, (list, tuple)) else got) != (tuple(value) if isinstance(value, (list, tuple)) else value):
+            raise AssertionError(f"param_groups[0][{key!r}] is {got!r}, expected {value!r}")
+    by_name = {param_names[i]: (s["exp_avg"], s["exp_avg_sq"], float(s["step"])) for i, s in sd["state"].items()}
+    _assert_moments_close(by_name, expected, "consolidated state dict", atol, rtol)
+    shapes = [results[0]["params"][name].shape for name in param_names]
+    clone = torch.optim.Adam([nn.Parameter(torch.zeros(shape)) for shape in shapes], **hyper)
+    try:
+        clone.load_state_dict(sd)
+    except Exception as exc:  # the message says what torch.optim.Adam could not load
+        raise AssertionError(f"torch.optim.Adam.load_state_dict rejects the consolidated dict: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- figure and explorer
+
+_STAGE_LABELS = {0: "stage 0: replicated (2+2+K)Ψ", 1: "stage 1: optimizer states 4Ψ + KΨ/N",
+                 2: "stage 2: + gradients 2Ψ + (2+K)Ψ/N", 3: "stage 3: + parameters (4+K)Ψ/N"}
+_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
+
+
+def plot_zero_memory(
+    num_params: int, world_sizes: Sequence[int], k: int = 12, *,
+    measured: Mapping[int, float] | None = None, measured_params: int | None = None,
+    budget_bytes: float | None = None,
+) -> Figure:
+    """Model-state bytes per rank against world size for ZeRO stages 0-3.
+
+    Left: :func:`helpers.costs.adam_memory_bytes` for ``num_params`` parameters (Psi) and
+    ``k`` optimizer bytes per parameter, log-log, with an optional memory ``budget_bytes``
+    line. Right (when ``measured`` is given): optimizer-state bytes per rank measured on a
+    gloo group, ``measured[N]`` = the largest rank's bytes for a model of ``measured_params``
+    fp32 parameters, against the formula 8 Psi / N (fp32 Adam: K = 8, no master copy).
+    """
+    ns = sorted(set(int(n) for n in world_sizes))
+    if not ns or ns[0] < 1:
+        raise ValueError("world sizes must be >= 1")
+    fig = Figure(figsize=(11 if measured else 7, 4.2), layout="constrained")
+    axes = fig.subplots(1, 2 if measured else 1)
+    ax = axes[0] if measured else axes
+    for stage in range(4):
+        ax.plot(ns, [adam_memory_bytes(num_params, n, stage, k) for n in ns], marker="o", ms=3,
+                color=_COLORS[stage], label=_STAGE_LABELS[stage])
+    ax.axhline(4 * num_params, color=_COLORS[1], ls=":", lw=1)
+    ax.text(ns[-1], 4 * num_params * 0.93, "stage-1 floor 4Ψ", ha="right", va="top", fontsize=8,
+            color=_COLORS[1])
+    if budget_bytes:
+        ax.axhline(budget_bytes, color="k", ls="--", lw=1, label=f"budget {format_bytes(budget_bytes)}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v)))
+    ax.set_xlabel("data-parallel world size N (ranks)")
+    ax.set_ylabel("model-state bytes per rank")
+    ax.set_title(f"Mixed-precision Adam, Ψ = {num_params / 1e9:.3g} B parameters, K = {k}", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    if measured:
+        ax2 = axes[1]
+        pts = sorted(measured.items())
+        fine = [pts[0][0] + (pts[-1][0] - pts[0][0]) * i / 200 for i in range(201)]
+        ax2.plot(fine, [ADAM_STATE_BYTES_PER_ELEMENT * measured_params / n for n in fine], color="k",
+                 label="formula 8Ψ/N (fp32 Adam, K = 8)")
+        ax2.plot([n for n, _ in pts], [b for _, b in pts], "o", ms=9, mfc="none", mew=2, color=_COLORS[1],
+                 label="measured: largest rank's exp_avg + exp_avg_sq")
+        ax2.axhline(ADAM_STATE_BYTES_PER_ELEMENT * measured_params, color=_COLORS[0], ls=":", lw=1,
+                    label="replicated: 8Ψ on every rank")
+        ax2.set_xticks([n for n, _ in pts])
+        ax2.set_ylim(0, ADAM_STATE_BYTES_PER_ELEMENT * measured_params * 1.1)
+        ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v)))
+        ax2.set_xlabel("world size N (gloo ranks)")
+        ax2.set_ylabel("optimizer-state bytes on the fullest rank")
+        ax2.set_title(f"Measured on gloo: ZeroRedundancyOptimizer, Ψ = {measured_params:,} fp32", fontsize=10)
+        ax2.grid(True, alpha=0.3)
+        ax2.legend(fontsize=8)
+    return fig
+
+
+def memory_explorer(num_params: float = 7.5e9, k: int = 12, world_size: int = 64,
+                    budget_gb: float = 32.0) -> Any:
+    """Sliders for model size Psi, optimizer bytes K and world size N (ipywidgets VBox).
+
+    Shows the per-rank bytes of stages 0-3 as stacked bars of parameters, gradients and
+    optimizer state, against a device budget in GB (1 GB = 1e9 B). The returned box has
+    ``update()`` (redraw and return the numbers as a dict) and ``controls``.
+    """
+    import ipywidgets as W
+    from IPython.display import Image, display
+
+    style, layout = {"description_width": "150px"}, W.Layout(width="520px")
+    p_slider = W.FloatLogSlider(value=num_params, base=10, min=7, max=12, step=0.05, description="parameters Ψ",
+                                style=style, layout=layout, continuous_update=False, readout_format=".3g")
+    k_slider = W.IntSlider(value=k, min=0, max=24, description="optimizer bytes K", style=style, layout=layout,
+                           continuous_update=False)
+    n_slider = W.IntSlider(value=world_size, min=1, max=1024, description="world size N", style=style,
+                           layout=layout, continuous_update=False)
+    b_slider = W.FloatLogSlider(value=budget_gb, base=10, min=0, max=3, step=0.05, description="budget (GB)",
+                                style=style, layout=layout, continuous_update=False, readout_format=".3g")
+    summary, out = W.HTML(), W.Output()
+
+    def update(*_: Any) -> dict[str, Any]:
+        psi, kk, n, budget = int(round(p_slider.value)), int(k_slider.value), int(n_slider.value), b_slider.value * 1e9
+        per_stage = {s: adam_memory_bytes(psi, n, s, kk) for s in range(4)}
+        fits = [s for s in range(4) if per_stage[s] <= budget]
+        summary.value = "<br>".join(
+            f"<b>stage {s}</b>: {format_bytes(b)} per rank {'✓ fits' if b <= budget else '✗ too big'}"
+            for s, b in per_stage.items()) + f"<br>stage 1 can never go below 4Ψ = {format_bytes(4 * psi)}"
+        fig = _breakdown_figure(psi, kk, n, budget)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=100)
+        with out:
+            out.clear_output(wait=True)
+            display(Image(data=png.getvalue(), format="png"))
+        result = {"num_params": psi, "k": kk, "world_size": n, "budget_bytes": budget,
+                  "bytes_per_stage": per_stage, "stages_that_fit": fits}
+        box.last_result = result
+        return result
+
+    for w in (p_slider, k_slider, n_slider, b_slider):
+        w.observe(update, names="value")
+    box = W.VBox([p_slider, k_slider, n_slider, b_slider, summary, out])
+    box.controls = {"num_params": p_slider, "k": k_slider, "world_size": n_slider, "budget_gb": b_slider}
+    box.update = update
+    update()
+    return box
+
+
+def _breakdown_figure(psi: int, k: int, n: int, budget: float) -> Figure:
+    """Stacked bars: parameter, gradient and optimizer-state bytes per rank for stages 0-3."""
+    fig = Figure(figsize=(7, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    parts = {"fp16 parameters (2Ψ)": [2 * psi / (n if s >= 3 else 1) for s in range(4)],
+             "fp16 gradients (2Ψ)": [2 * psi / (n if s >= 2 else 1) for s in range(4)],
+             "optimizer state (KΨ)": [k * psi / (n if s >= 1 else 1) for s in range(4)]}
+    bottom = [0.0] * 4
+    for color, (label, values) in zip(_COLORS, parts.items()):
+        ax.bar(range(4), [v / 1e9 for v in values], bottom=[b / 1e9 for b in bottom], color=color, label=label)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.axhline(budget / 1e9, color="k", ls="--", lw=1, label=f"budget {budget / 1e9:.3g} GB")
+    ax.set_xticks(range(4), ["0: replicated", "1: P_os", "2: P_os+g", "3: P_os+g+p"])
+    ax.set_xlabel("ZeRO stage")
+    ax.set_ylabel("GB per rank (1 GB = 1e9 B)")
+    ax.set_title(f"Model-state memory per rank: Ψ = {psi / 1e9:.3g} B, K = {k}, N = {n}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    return fig

@@ -1,0 +1,192 @@
+"""Fast unit tests for helpers.optim_sharding (lesson 05)."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import io
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import optim_sharding as lesson
+from helpers import reference
+from helpers.cluster import run
+from helpers.costs import adam_memory_bytes
+from helpers.models import TinyMLP
+
+HYPER = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+
+
+def _adam_after_steps(model: nn.Module, batches, hyper=HYPER) -> torch.optim.Adam:
+    opt = torch.optim.Adam(model.parameters(), **hyper)
+    for x, y in batches:
+        opt.zero_grad()
+        reference.mse(model(x), y).backward()
+        opt.step()
+    return opt
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+class _Holder:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def test_persistent_tensor_bytes_counts_each_storage_once_and_skips_excluded():
+    p = nn.Parameter(torch.zeros(10))
+    p.grad = torch.ones(10)
+    flat = torch.zeros(6)
+    holder = _Holder(params=[p], state={p: {"step": torch.tensor(3.0), "m": flat[:3], "v": flat[3:]}},
+                     nested=_Holder(buf=torch.zeros(4, dtype=torch.float64)), name="x", group=None)
+    # flat (6 x 4 B, once, although two views) + buf (4 x 8 B); p, p.grad and the 0-dim step excluded
+    assert lesson.persistent_tensor_bytes(holder, [p, p.grad]) == 24 + 32
+    assert lesson.persistent_tensor_bytes(holder) == 24 + 32 + 40  # now p counts (its grad is not reachable)
+
+
+def test_persistent_tensor_bytes_of_torch_adam_is_8_bytes_per_element():
+    model = TinyMLP()
+    batches = reference.make_batches(1, 4, 8, 4, seed=0)
+    opt = _adam_after_steps(model, batches)
+    params = list(model.parameters())
+    held = lesson.persistent_tensor_bytes(opt, [*params, *(q.grad for q in params)])
+    assert held == 8 * sum(q.numel() for q in params)
+
+
+# --------------------------------------------------------------------------- references
+
+
+def test_adam_reference_matches_float32_adam_and_skips_frozen():
+    model_fn = reference.SameInit(reference.uneven_mlp, seed=1)
+    batches = reference.make_batches(3, 6, 5, 3, seed=2)
+    params, moments = lesson.adam_reference(model_fn(), batches, HYPER)
+    model = model_fn()
+    opt = _adam_after_steps(model, batches)
+    frozen = next(n for n, q in model.named_parameters() if not q.requires_grad)
+    assert frozen not in moments
+    for name, q in model.named_parameters():
+        assert torch.allclose(params[name].float(), q.detach(), atol=1e-5)
+        if q.requires_grad:
+            m, v, step = moments[name]
+            assert step == 3.0
+            assert torch.allclose(m.float(), opt.state[q]["exp_avg"], atol=1e-6)
+
+
+def test_zero_owners_on_rank_is_the_documented_rule():
+    numels = [5, 7, 7, 3, 10, 1, 7]
+    out = run(lambda: lesson.zero_owners_on_rank(numels), world_size=3, timeout=60)
+    assert out == [[2, 1, 2, 0, 0, 2, 1]] * 3
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def test_assert_partition_accepts_agreeing_ranks_and_names_disagreement():
+    numels, expected = [4, 4, 4, 4], [0, 1, 0, 1]
+    lesson.assert_partition([expected, expected], numels, expected)
+    with pytest.raises(AssertionError, match="pure function"):
+        lesson.assert_partition([expected, [1, 0, 1, 0]], numels, expected)
+    with pytest.raises(AssertionError, match="largest first"):
+        lesson.assert_partition([[0, 0, 1, 1]] * 2, numels, expected)
+    with pytest.raises(AssertionError, match="owners must be ints"):
+        lesson.assert_partition([[0, 2, 0, 1]] * 2, numels, expected)
+
+
+def test_assert_partition_balanced():
+    lesson.assert_partition_balanced([0, 1, 0, 1], [4, 4, 4, 4], 2)
+    with pytest.raises(AssertionError, match="spread"):
+        lesson.assert_partition_balanced([0, 0, 0, 1], [4, 4, 4, 4], 2)
+
+
+def _fake_rank(numels: dict[str, int], owned: list[str], reported: int | None = None, held: int | None = None):
+    owned_bytes = 8 * sum(numels[n] for n in owned)
+    return {"numels": numels, "state_bytes": owned_bytes if reported is None else reported,
+            "held_bytes": owned_bytes if held is None else held}
+
+
+def test_assert_state_memory():
+    numels = {"a": 10, "b": 6, "c": 4}
+    owners = [0, 1, 1]
+    good = [_fake_rank(numels, ["a"]), _fake_rank(numels, ["b", "c"])]
+    lesson.assert_state_memory(good, owners, "2 ranks")
+    assert sum(r["state_bytes"] for r in good) == 2 * (adam_memory_bytes(20, 2, 1, k=8) - adam_memory_bytes(20, 2, 1, k=0))
+    full = [_fake_rank(numels, ["a", "b", "c"]), _fake_rank(numels, ["a", "b", "c"])]
+    with pytest.raises(AssertionError, match="holds 160 bytes"):
+        lesson.assert_state_memory(full, owners, "2 ranks")
+    lying = [_fake_rank(numels, ["a"], held=160), _fake_rank(numels, ["b", "c"])]
+    with pytest.raises(AssertionError, match="owned parameters only"):
+        lesson.assert_state_memory(lying, owners, "2 ranks")
+    with pytest.raises(AssertionError, match="state_bytes"):
+        lesson.assert_state_memory([_fake_rank(numels, ["a"], reported=84), good[1]], owners, "2 ranks")
+
+
+def _identity(ids=True, ptrs=True, aliases=True, cleared=True, moved=True):
+    init = {"w": torch.zeros(2)}
+    return {"identity": {"ids_kept": ids, "ptrs_kept": ptrs, "aliases_see_update": aliases},
+            "grads_cleared": cleared, "init": init, "params": {"w": torch.ones(2) if moved else torch.zeros(2)}}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(ids=False), "different objects"), (dict(aliases=False), "no longer shows"),
+    (dict(cleared=False), "zero_grad"), (dict(moved=False), "no parameter moved"),
+])
+def test_assert_in_place(kwargs, message):
+    lesson.assert_in_place([_identity()], "x")
+    with pytest.raises(AssertionError, match=message):
+        lesson.assert_in_place([_identity(**kwargs)], "x")
+
+
+def test_assert_sharded_training_and_consolidated_on_single_process_adam():
+    model_fn = reference.SameInit(TinyMLP, seed=3)
+    batches = reference.make_batches(2, 8, 8, 4, seed=4)
+    expected = lesson.adam_reference(model_fn(), batches, HYPER)
+    model = model_fn()
+    opt = _adam_after_steps(model, batches)
+    names = {id(q): n for n, q in model.named_parameters()}
+    moments = lesson._moments_by_name(opt.state, names)
+    rank0 = {"params": reference.state_of(model), "init": reference.state_of(model_fn()), "moments": moments,
+             "consolidated": opt.state_dict()}
+    lesson.assert_sharded_training([rank0], expected, "one rank")
+    param_names = [n for n, _ in model.named_parameters()]
+    sd = opt.state_dict()
+    sd["param_groups"] = [{k: v for k, v in sd["param_groups"][0].items()
+                           if k in ("lr", "betas", "eps", "weight_decay", "params")}]
+    rank0["consolidated"] = sd
+    lesson.assert_consolidated([rank0], param_names, expected[1], HYPER)
+    sd["state"].pop(0)
+    with pytest.raises(AssertionError, match="missing"):
+        lesson.assert_consolidated([rank0], param_names, expected[1], HYPER)
+    rank0["moments"] = dict(moments, extra=moments["fc1.weight"])
+    with pytest.raises(AssertionError, match="unexpected"):
+        lesson.assert_sharded_training([rank0], expected, "one rank")
+
+
+# --------------------------------------------------------------------------- figure and explorer
+
+
+def test_plot_zero_memory_follows_the_calculator():
+    fig = lesson.plot_zero_memory(1000, [1, 2, 4], k=12, budget_bytes=9000, measured={1: 800.0, 2: 400.0},
+                                  measured_params=100)
+    left, right = fig.axes
+    for ax in (left, right):
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    stage_lines = left.get_lines()[:4]
+    for stage, line in enumerate(stage_lines):
+        assert list(line.get_ydata()) == [adam_memory_bytes(1000, n, stage, 12) for n in (1, 2, 4)]
+    fig.savefig(io.BytesIO(), format="png", dpi=30)
+    assert len(lesson.plot_zero_memory(1000, [1, 8]).axes) == 1
+    with pytest.raises(ValueError):
+        lesson.plot_zero_memory(1000, [0, 2])
+
+
+def test_memory_explorer_updates_from_sliders():
+    box = lesson.memory_explorer(num_params=7.5e9, k=12, world_size=64, budget_gb=32.0)
+    result = box.update()
+    assert result["bytes_per_stage"] == {s: adam_memory_bytes(7_500_000_000, 64, s, 12) for s in range(4)}
+    assert result["stages_that_fit"] == [1, 2, 3]
+    box.controls["world_size"].value = 16
+    assert box.last_result["stages_that_fit"] == [2, 3]
