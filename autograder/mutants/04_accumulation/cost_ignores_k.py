@@ -1,0 +1,7 @@
+# assignment: 04_accumulation
+# grade_id: window_allreduce_cost
+# catches: forgetting that without no_sync every micro-batch is all-reduced
+def window_allreduce_cost(num_params: int, bytes_per_element: int, world_size: int, micro_batches: int, *,
+                          no_sync: bool, num_buckets: int = 1) -> tuple[int, float]:
+    """(gradient all-reduces, ring bytes sent per rank) for one accumulation window."""
+    return num_buckets, 2 * (world_size - 1) / world_size * num_params * bytes_per_element

@@ -1,0 +1,569 @@
+"""Lesson 04: gradient accumulation windows, loss scaling and a global inf/nan decision.
+
+Vocabulary used by the chapter, the assignment and the hidden tests:
+
+* a **micro-batch** is a regression pair ``(x, y)``: ``x`` is ``[rows, in_features]``,
+  ``y`` is ``[rows, out_features]`` (float32); different micro-batches have different
+  numbers of rows;
+* an **accumulation window** is ``window[rank][k]``: the ``K`` micro-batches every rank
+  processes before the one optimizer update (``K`` is the same on every rank);
+* the **window loss** is the mean squared error over *every* element of *every* sample of
+  the window on *all* ranks, i.e. ``F.mse_loss`` of the concatenated window:
+  ``L = 1/(S*D) * sum ||f(x_i) - y_i||^2`` with ``S`` samples in the window (all ranks) and
+  ``D`` output features.
+
+References here are single-process and float64 (:func:`reference_training`); drivers named
+``*_on_rank`` run inside :func:`helpers.cluster.run` with the student's function;
+``assert_*`` checks run in the notebook and raise :class:`AssertionError` with a message that
+names the likely mistake. Communication is counted from the cluster's ledger, which sees
+DDP's gradient all-reduces only through a Python comm hook (:func:`register_ledger_hook`).
+"""
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+import torch.distributed as dist
+from matplotlib.figure import Figure
+from torch import nn
+
+from helpers.costs import ring_allreduce_bytes
+from helpers.ledger import Ledger
+from helpers.reference import SameInit, state_of, to_float64
+
+MicroBatch = tuple[torch.Tensor, torch.Tensor]
+Window = list[list[MicroBatch]]  # window[rank][k]
+State = dict[str, torch.Tensor]
+
+__all__ = [
+    "MicroBatch", "Window", "OptimizerSpec", "make_window", "window_samples", "window_loss",
+    "reference_training", "optimizer_state_of", "register_ledger_hook", "InfAfterReduce",
+    "train_windows_on_rank", "found_inf_on_rank", "gradient_allreduces",
+    "window_allreduce_cost", "assert_found_inf", "assert_windows_match",
+    "assert_window_communication", "assert_skipped_together", "assert_window_cost",
+    "plot_window_communication", "accumulation_explorer",
+]
+
+
+# --------------------------------------------------------------------------- data
+
+
+def make_window(
+    sizes: Sequence[Sequence[int]], in_features: int = 8, out_features: int = 4, seed: int = 0,
+    poison: tuple[int, int] | None = None,
+) -> Window:
+    """A deterministic window: ``window[rank][k]`` has ``sizes[rank][k]`` rows (>= 1).
+
+    Every rank has the same number of micro-batches ``K = len(sizes[rank])``. ``poison=(rank, k)``
+    puts an ``inf`` into the first input element of that micro-batch (an overflow in the data).
+    """
+    if len({len(s) for s in sizes}) != 1:
+        raise ValueError(f"every rank needs the same number of micro-batches, got {sizes}")
+    if any(n < 1 for s in sizes for n in s):
+        raise ValueError(f"every micro-batch needs at least one row, got {sizes}")
+    g = torch.Generator().manual_seed(seed)
+    window: Window = []
+    for per_rank in sizes:
+        window.append([(torch.randn(n, in_features, generator=g), torch.randn(n, out_features, generator=g))
+                       for n in per_rank])
+    if poison is not None:
+        rank, k = poison
+        window[rank][k][0][0, 0] = math.inf
+    return window
+
+
+def window_samples(window: Window) -> int:
+    """Number of samples (rows) in the whole window, over all ranks and micro-batches."""
+    return sum(len(x) for per_rank in window for x, _ in per_rank)
+
+
+def _concatenated(window: Window) -> MicroBatch:
+    xs = [x for per_rank in window for x, _ in per_rank]
+    ys = [y for per_rank in window for _, y in per_rank]
+    return torch.cat(xs), torch.cat(ys)
+
+
+def window_loss(model: nn.Module, window: Window) -> float:
+    """The window objective in float64: mean squared error over all samples on all ranks."""
+    x, y = _concatenated(window)
+    with torch.no_grad():
+        return float(nn.functional.mse_loss(to_float64(model)(x.double()), y.double()))
+
+
+# --------------------------------------------------------------------------- optimizers
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """A picklable optimizer recipe: ``kind`` is ``"adam"`` or ``"sgd"``, ``kwargs`` its settings."""
+
+    kind: str
+    kwargs: dict[str, float] = field(default_factory=dict)
+
+    def build(self, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+        if self.kind == "adam":
+            return torch.optim.Adam(params, **self.kwargs)
+        if self.kind == "sgd":
+            return torch.optim.SGD(params, **self.kwargs)
+        raise ValueError(f"unknown optimizer kind {self.kind!r}")
+
+
+def optimizer_state_of(optimizer: torch.optim.Optimizer, model: nn.Module) -> State:
+    """Every optimizer state tensor, keyed ``"<param name>.<state key>"`` (e.g. ``fc1.weight.exp_avg``).
+
+    Step counters become float64 scalars so that they compare like the other tensors.
+    """
+    out: State = {}
+    for name, p in model.named_parameters():
+        for key, value in optimizer.state.get(p, {}).items():
+            t = value if torch.is_tensor(value) else torch.tensor(value)
+            out[f"{name}.{key}"] = t.detach().clone().double() if key == "step" else t.detach().clone()
+    return out
+
+
+# --------------------------------------------------------------------------- single-process reference
+
+
+def reference_training(
+    model: nn.Module, windows: Sequence[Window], spec: OptimizerSpec, max_norm: float,
+    skip: Iterable[int] = (),
+) -> dict[str, Any]:
+    """Single-process float64 training: one update per whole window, windows in ``skip`` skipped.
+
+    Per window: forward on the concatenated window, ``mse_loss`` (the window loss),
+    backward, ``clip_grad_norm_(max_norm)``, optimizer step, ``zero_grad``. Returns the
+    final ``state``, the optimizer ``opt_state`` (see :func:`optimizer_state_of`), the
+    window ``losses`` and the ``clip`` coefficients (min(1, max_norm/norm)).
+    ``model`` is not modified.
+    """
+    ref = to_float64(model)
+    opt = spec.build(ref.parameters())
+    skip = set(skip)
+    losses, clips = [], []
+    for w, window in enumerate(windows):
+        x, y = _concatenated(window)
+        loss = nn.functional.mse_loss(ref(x.double()), y.double())
+        losses.append(loss.item())
+        if w in skip:
+            clips.append(math.nan)
+            continue
+        loss.backward()
+        norm = float(torch.nn.utils.clip_grad_norm_(ref.parameters(), max_norm))
+        clips.append(min(1.0, max_norm / norm) if norm > 0 else 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return {"state": state_of(ref), "opt_state": optimizer_state_of(opt, ref), "losses": losses,
+            "clip": clips}
+
+
+# --------------------------------------------------------------------------- comm hooks
+
+
+def register_ledger_hook(ddp_model: nn.Module, hook_state: Any = None) -> None:
+    """Route DDP's gradient all-reduces through ``dist.all_reduce`` so the ledger records them.
+
+    With ``hook_state`` an :class:`InfAfterReduce`, the reduced bucket is corrupted on one
+    rank (see there); otherwise this is PyTorch's ``allreduce_hook``.
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    if hook_state is None:
+        ddp_model.register_comm_hook(ddp_model.process_group, allreduce_hook)  # state = the group to reduce over
+    else:
+        hook_state.group = ddp_model.process_group
+        ddp_model.register_comm_hook(hook_state, _allreduce_then_corrupt)
+
+
+@dataclass
+class InfAfterReduce:
+    """Comm-hook state: after the all-reduce, write ``inf`` into the bucket on ``rank`` only.
+
+    Stands in for any non-finite gradient that the all-reduce does not spread: a gradient
+    shard only one rank holds (ZeRO-2, FSDP), a parameter DDP ignores, a silent corruption.
+    The driver sets ``armed`` for the windows that must overflow.
+    """
+
+    rank: int
+    armed: bool = False
+    group: Any = None  # DDP's process group, set when the hook is registered
+
+
+def _allreduce_then_corrupt(state, bucket):  # no annotations: DDP checks them and ours are strings
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    fut = allreduce_hook(state.group, bucket)
+    if not (state.armed and dist.get_rank() == state.rank):
+        return fut
+
+    def corrupt(f: torch.futures.Future) -> torch.Tensor:
+        reduced = f.value()
+        reduced[0] = math.inf
+        return reduced
+
+    return fut.then(corrupt)
+
+
+# --------------------------------------------------------------------------- rank-side drivers
+
+
+def train_windows_on_rank(
+    train_window: Callable[..., Any],
+    model_fn: SameInit,
+    windows: Sequence[Window],
+    spec: OptimizerSpec,
+    max_norm: float,
+    loss_scale: float | None = None,
+    inf_rank: int | None = None,
+    inf_windows: Sequence[int] = (),
+    group_ranks: Sequence[int] | None = None,
+) -> dict[str, Any] | None:
+    """Wrap ``model_fn()`` in DDP with a ledger-visible comm hook and call ``train_window`` per window.
+
+    With ``inf_rank`` set, windows in ``inf_windows`` get an ``inf`` in the reduced gradient
+    of rank ``inf_rank`` only (:class:`InfAfterReduce`). With ``group_ranks`` DDP and the
+    call use ``dist.new_group(group_ranks)``; other ranks return ``None``.
+    Returns per-window ``results`` ``(loss, stepped)``, the final ``state``, ``opt_state``
+    and whether every ``.grad`` was cleared after each window (``grads_cleared``).
+    """
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    group = dist.new_group(list(group_ranks)) if group_ranks is not None else None
+    if group_ranks is not None and dist.get_rank() not in group_ranks:
+        return None
+    model = model_fn()
+    ddp = DDP(model, process_group=group)
+    corrupt = None if inf_rank is None else InfAfterReduce(inf_rank)
+    register_ledger_hook(ddp, corrupt)
+    opt = spec.build(ddp.parameters())
+    index = dist.get_rank() if group is None else dist.get_rank(group)
+    results, cleared = [], []
+    for w, window in enumerate(windows):
+        if corrupt is not None:
+            corrupt.armed = w in inf_windows
+        out = train_window(ddp, opt, list(window[index]), max_norm=max_norm, loss_scale=loss_scale, group=group)
+        results.append(_as_result(out))
+        cleared.append(all(p.grad is None or not p.grad.any() for p in model.parameters()))
+    return {"results": results, "state": state_of(model), "opt_state": optimizer_state_of(opt, model),
+            "grads_cleared": cleared}
+
+
+def _as_result(out: Any) -> tuple[Any, Any]:
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f"train_window must return (window_loss, step_taken), got {out!r}")
+    loss, stepped = out
+    if torch.is_tensor(loss):
+        loss = loss.detach().double().item() if loss.numel() == 1 else loss
+    return loss, stepped
+
+
+def found_inf_on_rank(
+    found_inf_fn: Callable[..., Any], model_fn: SameInit, bad: dict[int, str], seed: int,
+    group_ranks: Sequence[int] | None = None,
+) -> tuple[Any, bool] | None:
+    """Give every parameter a rank-dependent finite gradient, then poison some ranks.
+
+    ``bad[rank]`` is ``"inf"``, ``"-inf"`` or ``"nan"``: that rank gets one such element in
+    its last gradient. The first parameter keeps ``grad=None``. Calls
+    ``found_inf_fn(model.parameters(), group)`` and returns (its result, gradients untouched).
+    """
+    group = dist.new_group(list(group_ranks)) if group_ranks is not None else None
+    if group_ranks is not None and dist.get_rank() not in group_ranks:
+        return None
+    rank = dist.get_rank()
+    model = model_fn()
+    params = list(model.parameters())
+    g = torch.Generator().manual_seed(seed + rank)
+    for p in params[1:]:
+        p.grad = torch.randn(p.shape, generator=g) * 1e3
+    if rank in bad:
+        params[-1].grad.view(-1)[-1] = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}[bad[rank]]
+    before = [None if p.grad is None else p.grad.clone() for p in params]
+    result = found_inf_fn(model.parameters(), group)
+    untouched = all(_same_gradient(b, p.grad) for b, p in zip(before, params))
+    return result, untouched
+
+
+def _same_gradient(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Equal including positions of nan (torch.equal says nan != nan)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+# --------------------------------------------------------------------------- communication
+
+
+def gradient_allreduces(ledger: Ledger, grad_numel: int, rank: int = 0) -> list[float]:
+    """Ring bytes of every all-reduce on ``rank`` that carries gradient-bucket-sized data.
+
+    DDP's buckets are flat; a tiny model fits into one bucket of ``grad_numel`` elements,
+    so these are exactly the gradient synchronisations. Scalars (counts, losses, flags) are
+    not included.
+    """
+    return [r.ring_bytes for r in ledger.records[rank] if r.op == "all_reduce" and r.numel == grad_numel]
+
+
+def window_allreduce_cost(
+    num_params: int, bytes_per_element: int, world_size: int, micro_batches: int, *,
+    no_sync: bool, num_buckets: int = 1,
+) -> tuple[int, float]:
+    """Gradient all-reduces per window and ring bytes each rank sends for them (reference).
+
+    With ``no_sync`` on the first K-1 micro-batches the gradient is reduced once per window;
+    without it, once per micro-batch. Each reduction issues ``num_buckets`` all-reduces whose
+    bytes add up to one ring all-reduce of the whole gradient, 2(N-1)/N * M bytes.
+    """
+    syncs = 1 if no_sync else micro_batches
+    return syncs * num_buckets, syncs * ring_allreduce_bytes(num_params, bytes_per_element, world_size)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def assert_found_inf(results: Sequence[Any], expected: bool, case: str) -> None:
+    """Every rank returned the same Python bool ``expected`` and left the gradients alone."""
+    answers = [r for r, _ in results]
+    for rank, (answer, untouched) in enumerate(results):
+        if type(answer) is not bool:
+            raise AssertionError(f"[{case}] rank {rank} returned {answer!r} ({type(answer).__name__}); "
+                                 f"return a Python bool, e.g. bool(flag.item()).")
+        if not untouched:
+            raise AssertionError(f"[{case}] rank {rank}: found_inf_global modified the gradients; "
+                                 f"it must only inspect them.")
+    if len(set(answers)) != 1:
+        raise AssertionError(
+            f"[{case}] ranks disagree: {answers} (index = rank). Only some ranks hold the non-finite "
+            f"value, so a local check answers differently on different ranks; every rank must skip "
+            f"the step together. Combine the local flags with an all-reduce (MAX or SUM) over `group`.")
+    if answers[0] is not expected:
+        hint = (" Check every gradient for inf, -inf AND nan (torch.isfinite)." if expected
+                else " A finite gradient (even a large one) is not an overflow.")
+        raise AssertionError(f"[{case}] every rank returned {answers[0]}, expected {expected}.{hint}")
+
+
+def _max_diff(a: State, b: State) -> str | None:
+    for name in b:
+        if name not in a:
+            return f"{name!r} is missing"
+        x, y = a[name].double(), b[name].double()
+        if x.shape != y.shape:
+            return f"{name!r} has shape {tuple(x.shape)}, expected {tuple(y.shape)}"
+        if not torch.allclose(x, y, atol=1e-5, rtol=1e-4):
+            return f"{name!r}: max |diff| {float((x - y).abs().max()):.3g}"
+    extra = sorted(set(a) - set(b))
+    return f"unexpected entries {extra}" if extra else None
+
+
+def assert_windows_match(
+    per_rank: Sequence[dict[str, Any] | None], expected: dict[str, Any], num_micro_batches: int, case: str,
+    check_loss: bool = True,
+) -> None:
+    """Replicas identical, and parameters, optimizer state and window losses match the reference."""
+    outs = [o for o in per_rank if o is not None]
+    first = outs[0]
+    for k, o in enumerate(outs[1:], start=1):
+        if [s for _, s in o["results"]] != [s for _, s in first["results"]]:
+            raise AssertionError(f"[{case}] ranks disagree on which windows took a step: "
+                                 f"{[[s for _, s in q['results']] for q in outs]}.")
+        for name in first["state"]:
+            if not torch.equal(o["state"][name], first["state"][name]):
+                raise AssertionError(f"[{case}] the replicas diverged: {name!r} differs between ranks "
+                                     f"(member {k} of the group vs member 0).")
+    for w, cleared in enumerate(first["grads_cleared"]):
+        if not cleared:
+            raise AssertionError(f"[{case}] after window {w} some .grad is still non-zero: call "
+                                 f"optimizer.zero_grad() at the end of every window (also a skipped one).")
+    steps = [v for n, v in first["opt_state"].items() if n.endswith(".step")]
+    exp_steps = [v for n, v in expected["opt_state"].items() if n.endswith(".step")]
+    if steps and exp_steps and float(steps[0]) != float(exp_steps[0]):
+        hint = (" That is one step per micro-batch: call optimizer.step() once, after the last micro-batch."
+                if float(steps[0]) == num_micro_batches * float(exp_steps[0]) else "")
+        raise AssertionError(f"[{case}] the optimizer took {float(steps[0]):g} steps, expected "
+                             f"{float(exp_steps[0]):g} (one per window).{hint}")
+    wrong_losses = []
+    for w, ((loss, stepped), exp_loss) in enumerate(zip(first["results"], expected["losses"])):
+        if type(stepped) is not bool:
+            raise AssertionError(f"[{case}] window {w}: step_taken is {stepped!r}; return a Python bool.")
+        if check_loss and not (isinstance(loss, float) and math.isclose(loss, exp_loss, rel_tol=1e-4, abs_tol=1e-6)):
+            wrong_losses.append(
+                f"[{case}] window {w}: window loss {loss!r}, expected {exp_loss:.6g} (mean squared error "
+                f"over every sample of the window on all ranks, unscaled, a Python float). A mean of "
+                f"per-micro-batch means weights small micro-batches too much; divide the summed loss by "
+                f"the window's samples.")
+    if wrong_losses and wrong_losses[0].startswith(f"[{case}] window 0:"):
+        raise AssertionError(wrong_losses[0])  # later losses also depend on the earlier updates
+    diff = _max_diff(first["state"], expected["state"])
+    if diff is not None:
+        raise AssertionError(
+            f"[{case}] parameters after training differ from the single-process float64 reference "
+            f"(one update per whole window): {diff}. Check the per-micro-batch loss weight "
+            f"(N / window samples, not 1/K), gradient accumulation (no zero_grad inside the window), "
+            f"and clip once, after unscaling the synced gradient.")
+    if wrong_losses:
+        raise AssertionError(wrong_losses[0])
+    diff = _max_diff(first["opt_state"], expected["opt_state"])
+    if diff is not None:
+        raise AssertionError(f"[{case}] optimizer state differs from the reference: {diff}.")
+
+
+def assert_window_communication(
+    ledger: Ledger, grad_numel: int, num_windows: int, micro_batches: int, case: str,
+) -> None:
+    """Exactly one gradient all-reduce per window on every rank (``no_sync`` on the first K-1)."""
+    for rank in range(ledger.world_size):
+        count = len(gradient_allreduces(ledger, grad_numel, rank))
+        if count == num_windows:
+            continue
+        hint = (f" That is one per micro-batch: wrap the first K-1={micro_batches - 1} backward passes "
+                f"in `with ddp_model.no_sync():`, which costs {micro_batches}x the bytes."
+                if count == num_windows * micro_batches else "")
+        raise AssertionError(f"[{case}] rank {rank} issued {count} gradient all-reduces "
+                             f"(float32[{grad_numel}]) for {num_windows} windows, expected {num_windows}.{hint}")
+
+
+def assert_skipped_together(per_rank: Sequence[dict[str, Any] | None], expected_steps: Sequence[bool], case: str) -> None:
+    """Every rank reports the expected step/skip pattern and the replicas are still identical."""
+    outs = [o for o in per_rank if o is not None]
+    for k, o in enumerate(outs):
+        got = [s for _, s in o["results"]]
+        if got != list(expected_steps):
+            raise AssertionError(
+                f"[{case}] group member {k} reported step_taken={got}, expected {list(expected_steps)} "
+                f"(all members: {[[s for _, s in q['results']] for q in outs]}). An inf on ONE rank must "
+                f"make EVERY rank skip: decide with found_inf_global over the group.")
+    for k, o in enumerate(outs[1:], start=1):
+        for name in outs[0]["state"]:
+            if not torch.equal(o["state"][name], outs[0]["state"][name]):
+                raise AssertionError(f"[{case}] replicas diverged after the skipped window ({name!r}).")
+
+
+def assert_window_cost(fn: Callable[..., Any], cases: Sequence[tuple[int, int, int, int, bool, int]]) -> None:
+    """``fn`` agrees with :func:`window_allreduce_cost` on every case."""
+    for n, b, w, k, no_sync, buckets in cases:
+        got = fn(n, b, w, k, no_sync=no_sync, num_buckets=buckets)
+        exp = window_allreduce_cost(n, b, w, k, no_sync=no_sync, num_buckets=buckets)
+        ok = (isinstance(got, tuple) and len(got) == 2 and got[0] == exp[0]
+              and math.isclose(float(got[1]), exp[1], rel_tol=1e-9, abs_tol=1e-9))
+        if not ok:
+            raise AssertionError(
+                f"window_allreduce_cost({n}, {b}, {w}, {k}, no_sync={no_sync}, num_buckets={buckets}) "
+                f"returned {got!r}, expected {exp!r} (all-reduces, bytes per rank).")
+
+
+# --------------------------------------------------------------------------- figures and explorer
+
+
+def plot_window_communication(
+    micro_batches: Sequence[int],
+    measured: dict[str, dict[str, Sequence[float]]],
+    num_params: int,
+    bytes_per_element: int,
+    world_size: int,
+    *,
+    title: str = "Gradient communication per accumulation window",
+) -> Figure:
+    """All-reduces and bytes per window against K, measured (markers) and the formula (lines).
+
+    ``measured[label]`` holds ``"count"`` and ``"bytes"`` lists (per window, per rank) for each
+    K in ``micro_batches``; labels containing ``"no_sync"`` are compared with the formula
+    with ``no_sync=True``.
+    """
+    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
+    ax_count, ax_bytes = fig.subplots(1, 2)
+    colors = {True: "#2ca02c", False: "#d62728"}
+    for label, data in measured.items():
+        synced_once = "no_sync" in label and "without" not in label
+        formula = [window_allreduce_cost(num_params, bytes_per_element, world_size, k, no_sync=synced_once)
+                   for k in micro_batches]
+        color = colors[synced_once]
+        ax_count.plot(micro_batches, [c for c, _ in formula], color=color, lw=1.5, alpha=0.6)
+        ax_count.plot(micro_batches, data["count"], "o", color=color, label=f"{label} (ledger)")
+        ax_bytes.plot(micro_batches, [b for _, b in formula], color=color, lw=1.5, alpha=0.6,
+                      label=f"formula, {'1' if synced_once else 'K'} × 2(N−1)/N·M")
+        ax_bytes.plot(micro_batches, data["bytes"], "o", color=color, label=f"{label} (ledger)")
+    ax_count.set_xlabel("micro-batches per window K")
+    ax_count.set_ylabel("gradient all-reduces per window")
+    ax_count.set_title("collectives (rank 0)")
+    ax_bytes.set_xlabel("micro-batches per window K")
+    ax_bytes.set_ylabel("ring bytes sent per rank per window (B)")
+    ax_bytes.set_title(f"bytes (M = {num_params * bytes_per_element} B, N = {world_size})")
+    for ax in (ax_count, ax_bytes):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_xticks(list(micro_batches))
+    fig.suptitle(title)
+    return fig
+
+
+def accumulation_explorer(
+    num_params: float = 1.3e9, bytes_per_element: int = 2, world_size: int = 64, micro_batches: int = 8,
+    bandwidth_gb_s: float = 25.0, compute_ms: float = 40.0,
+):
+    """Sliders: per-window all-reduce bytes and time with and without ``no_sync``.
+
+    ``compute_ms`` is the forward+backward time of one micro-batch (ms); communication time
+    is the ring bytes divided by the link bandwidth (GB/s, 1 GB = 1e9 B), without overlap.
+    ``update()`` returns the numbers as a dict and redraws (works headless).
+    """
+    import ipywidgets as W
+    from IPython.display import Image, display
+
+    style, layout = {"description_width": "170px"}, W.Layout(width="520px")
+    p = W.FloatLogSlider(value=num_params, base=10, min=6, max=11, step=0.05, description="parameters",
+                         style=style, layout=layout, continuous_update=False, readout_format=".3g")
+    b = W.Dropdown(options=[("float32 (4 B)", 4), ("bf16 (2 B)", 2)], value=bytes_per_element,
+                   description="gradient dtype", style=style, layout=layout)
+    n = W.IntSlider(value=world_size, min=2, max=1024, description="world size N", style=style, layout=layout,
+                    continuous_update=False)
+    k = W.IntSlider(value=micro_batches, min=1, max=64, description="micro-batches K", style=style,
+                    layout=layout, continuous_update=False)
+    bw = W.FloatLogSlider(value=bandwidth_gb_s, base=10, min=-1, max=3, step=0.05, description="bandwidth (GB/s)",
+                          style=style, layout=layout, continuous_update=False, readout_format=".3g")
+    c = W.FloatLogSlider(value=compute_ms, base=10, min=0, max=3, step=0.05, description="compute / micro-batch (ms)",
+                         style=style, layout=layout, continuous_update=False, readout_format=".3g")
+    summary, out = W.HTML(), W.Output()
+
+    def update(*_: Any) -> dict[str, float]:
+        m, kk, nn_ = int(round(p.value)), int(k.value), int(n.value)
+        result: dict[str, float] = {"micro_batches": kk, "world_size": nn_}
+        for sync in (True, False):
+            count, sent = window_allreduce_cost(m, int(b.value), nn_, kk, no_sync=sync)
+            key = "no_sync" if sync else "every_micro_batch"
+            result[f"{key}_allreduces"] = count
+            result[f"{key}_bytes"] = sent
+            result[f"{key}_comm_s"] = sent / (bw.value * 1e9)
+        result["compute_s"] = kk * c.value * 1e-3
+        summary.value = (
+            f"<b>with no_sync</b>: {result['no_sync_allreduces']} all-reduce, "
+            f"{result['no_sync_bytes'] / 1e9:.3g} GB, {result['no_sync_comm_s'] * 1e3:.4g} ms per window<br>"
+            f"<b>without</b>: {result['every_micro_batch_allreduces']} all-reduces, "
+            f"{result['every_micro_batch_bytes'] / 1e9:.3g} GB, {result['every_micro_batch_comm_s'] * 1e3:.4g} ms "
+            f"per window<br><b>compute</b>: {result['compute_s'] * 1e3:.4g} ms per window")
+        fig = Figure(figsize=(6.5, 2.6), layout="constrained")
+        ax = fig.add_subplot()
+        labels = ["with no_sync", "every micro-batch"]
+        comm = [result["no_sync_comm_s"] * 1e3, result["every_micro_batch_comm_s"] * 1e3]
+        ax.barh(labels, [result["compute_s"] * 1e3] * 2, color="#1f77b4", label="compute")
+        ax.barh(labels, comm, left=[result["compute_s"] * 1e3] * 2, color="#d62728", label="gradient all-reduce")
+        ax.set_xlabel("time per window without overlap (ms)")
+        ax.set_title(f"K = {kk} micro-batches, N = {nn_} ranks")
+        ax.legend(fontsize=8, loc="lower right")
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=100)
+        with out:
+            out.clear_output(wait=True)
+            display(Image(data=png.getvalue(), format="png"))
+        box.last_result = result
+        return result
+
+    for w in (p, b, n, k, bw, c):
+        w.observe(update, names="value")
+    box = W.VBox([p, b, n, k, bw, c, summary, out])
+    box.controls = {"num_params": p, "bytes_per_element": b, "world_size": n, "micro_batches": k,
+                    "bandwidth_gb_s": bw, "compute_ms": c}
+    box.update = update
+    update()
+    return box

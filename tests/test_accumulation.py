@@ -1,0 +1,161 @@
+"""Fast unit tests for helpers.accumulation (lesson 04)."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import io
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import accumulation as acc
+from helpers.ledger import CollectiveRecord, Ledger
+from helpers.models import TinyMLP
+from helpers.reference import SameInit
+
+
+def test_make_window_shapes_and_determinism():
+    w = acc.make_window([[1, 3], [2, 5]], in_features=6, out_features=2, seed=3)
+    assert [[len(x) for x, _ in r] for r in w] == [[1, 3], [2, 5]]
+    assert w[1][1][0].shape == (5, 6) and w[1][1][1].shape == (5, 2)
+    again = acc.make_window([[1, 3], [2, 5]], in_features=6, out_features=2, seed=3)
+    assert all(torch.equal(a[0], b[0]) for ra, rb in zip(w, again) for a, b in zip(ra, rb))
+    assert acc.window_samples(w) == 11
+
+
+def test_make_window_rejects_bad_sizes_and_poisons():
+    with pytest.raises(ValueError, match="same number"):
+        acc.make_window([[1, 2], [3]])
+    with pytest.raises(ValueError, match="at least one row"):
+        acc.make_window([[1, 0]])
+    w = acc.make_window([[2], [2]], poison=(1, 0))
+    assert math.isinf(w[1][0][0][0, 0]) and torch.isfinite(w[0][0][0]).all()
+
+
+def test_window_loss_is_mse_of_the_concatenated_window():
+    model = SameInit(TinyMLP, seed=1)()
+    w = acc.make_window([[1, 4], [3, 2]], seed=2)
+    x = torch.cat([x for r in w for x, _ in r])
+    y = torch.cat([y for r in w for _, y in r])
+    assert acc.window_loss(model, w) == pytest.approx(F.mse_loss(model(x), y).item(), rel=1e-6)
+
+
+def test_reference_training_skip_and_clip():
+    model = SameInit(TinyMLP, seed=1)()
+    windows = [acc.make_window([[2, 3], [1, 1]], seed=s) for s in (1, 2)]
+    sgd = acc.OptimizerSpec("sgd", {"lr": 0.1, "momentum": 0.9})
+    skipped = acc.reference_training(model, windows, sgd, 1.0, skip=[0, 1])
+    assert all(torch.equal(skipped["state"][n], t.double()) for n, t in model.state_dict().items()
+               if t.is_floating_point())
+    assert skipped["opt_state"] == {} and math.isnan(skipped["clip"][0])
+    clipped = acc.reference_training(model, windows, sgd, 1e-3)
+    assert all(0 < c < 1 for c in clipped["clip"])
+    adam = acc.reference_training(model, windows, acc.OptimizerSpec("adam", {"lr": 0.01}), math.inf)
+    assert float(adam["opt_state"]["fc1.weight.step"]) == 2.0
+    assert adam["losses"][0] == pytest.approx(acc.window_loss(model, windows[0]))
+
+
+def test_window_allreduce_cost():
+    assert acc.window_allreduce_cost(1000, 4, 2, 4, no_sync=True) == (1, 4000.0)
+    assert acc.window_allreduce_cost(1000, 4, 2, 4, no_sync=False, num_buckets=3) == (12, 16000.0)
+    assert acc.window_allreduce_cost(1000, 4, 1, 4, no_sync=False) == (4, 0.0)
+
+
+def _ledger(numels):
+    records = [CollectiveRecord(i, "all_reduce", "float32", (n,), n, (0, 1), 4.0 * n) for i, n in enumerate(numels)]
+    return Ledger([records, records])
+
+
+def test_gradient_allreduces_and_communication_check():
+    ledger = _ledger([1, 244, 1, 1, 244, 1])
+    assert acc.gradient_allreduces(ledger, 244) == [976.0, 976.0]
+    acc.assert_window_communication(ledger, 244, num_windows=2, micro_batches=3, case="ok")
+    with pytest.raises(AssertionError, match="no_sync"):
+        acc.assert_window_communication(_ledger([244] * 6), 244, num_windows=2, micro_batches=3, case="k")
+
+
+def test_assert_found_inf_messages():
+    acc.assert_found_inf([(True, True), (True, True)], True, "ok")
+    with pytest.raises(AssertionError, match="ranks disagree"):
+        acc.assert_found_inf([(False, True), (True, True)], True, "local")
+    with pytest.raises(AssertionError, match="Python bool"):
+        acc.assert_found_inf([(torch.tensor(True), True)], True, "tensor")
+    with pytest.raises(AssertionError, match="nan"):
+        acc.assert_found_inf([(False, True), (False, True)], True, "missed")
+    with pytest.raises(AssertionError, match="modified"):
+        acc.assert_found_inf([(True, False)], True, "touched")
+
+
+def _fake_run(steps, state, results):
+    return {"results": results, "state": state, "grads_cleared": [True] * len(results),
+            "opt_state": {"fc1.weight.step": torch.tensor(float(steps), dtype=torch.float64)}}
+
+
+def test_assert_windows_match_hints():
+    state = {"w": torch.ones(3)}
+    expected = {"state": {"w": torch.ones(3, dtype=torch.float64)}, "losses": [0.5],
+                "opt_state": {"fc1.weight.step": torch.tensor(1.0, dtype=torch.float64)}}
+    good = _fake_run(1, state, [(0.5, True)])
+    acc.assert_windows_match([good, good], expected, 3, "ok")
+    with pytest.raises(AssertionError, match="one step per micro-batch"):
+        acc.assert_windows_match([_fake_run(3, state, [(0.5, True)])], expected, 3, "steps")
+    with pytest.raises(AssertionError, match="window loss"):
+        acc.assert_windows_match([_fake_run(1, state, [(0.7, True)])], expected, 3, "loss")
+    with pytest.raises(AssertionError, match="diverged"):
+        acc.assert_windows_match([good, _fake_run(1, {"w": torch.zeros(3)}, [(0.5, True)])], expected, 3, "div")
+    with pytest.raises(AssertionError, match="reference"):
+        acc.assert_windows_match([_fake_run(1, {"w": torch.zeros(3)}, [(0.5, True)])], expected, 3, "param")
+    with pytest.raises(AssertionError, match="EVERY rank"):
+        acc.assert_skipped_together([good, _fake_run(1, state, [(0.5, False)])], [True], "skip")
+
+
+def test_assert_window_cost():
+    acc.assert_window_cost(acc.window_allreduce_cost, [(10, 4, 2, 3, False, 2)])
+    with pytest.raises(AssertionError, match="expected"):
+        acc.assert_window_cost(lambda n, b, w, k, **kw: (1, 0.0), [(10, 4, 2, 3, False, 1)])
+
+
+def test_plot_window_communication_renders():
+    measured = {"with no_sync": {"count": [1, 1], "bytes": [976.0, 976.0]},
+                "without no_sync": {"count": [1, 2], "bytes": [976.0, 1952.0]}}
+    fig = acc.plot_window_communication([1, 2], measured, 244, 4, 2)
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=40)
+    assert buf.getvalue().startswith(b"\x89PNG")
+
+
+def test_accumulation_explorer_headless():
+    box = acc.accumulation_explorer(num_params=1e9, bytes_per_element=2, world_size=8, micro_batches=4)
+    result = box.update()
+    assert result["no_sync_allreduces"] == 1 and result["every_micro_batch_allreduces"] == 4
+    assert result["every_micro_batch_bytes"] == pytest.approx(4 * result["no_sync_bytes"])
+    box.controls["micro_batches"].value = 8
+    assert box.last_result["every_micro_batch_allreduces"] == 8
+
+
+def _hooked_backward(corrupt_rank):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    ddp = DDP(TinyMLP())
+    hook = None if corrupt_rank is None else acc.InfAfterReduce(corrupt_rank, armed=True)
+    acc.register_ledger_hook(ddp, hook)
+    ddp(torch.randn(2, 8)).sum().backward()
+    return dist.get_rank(), all(bool(torch.isfinite(p.grad).all()) for p in ddp.parameters())
+
+
+def test_comm_hooks_are_recorded_and_corrupt_one_rank():
+    from helpers.cluster import run
+
+    out, ledger = run(_hooked_backward, None, world_size=2, timeout=30, ledger=True)
+    assert [finite for _, finite in out] == [True, True]
+    assert len(acc.gradient_allreduces(ledger, 244)) == 1
+    out = run(_hooked_backward, 1, world_size=2, timeout=30)
+    assert [finite for _, finite in out] == [True, False]
