@@ -22,13 +22,13 @@ test: setup
 	$(PY) -m pytest tests notebooks --nbval-lax; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 	$(PY) -m autograder release --check
-	$(PY) -m autograder check
+	$(PY) -m autograder check --jobs 2
 
 release: setup
 	$(PY) -m autograder release
 
 check: setup
-	$(PY) -m autograder check
+	$(PY) -m autograder check --jobs 2
 
 bench: setup
 	$(PY) benchmarks/bench.py
