@@ -74,10 +74,32 @@ def grading_seconds() -> dict[str, tuple[float, float, float]]:
     return out
 
 
+def graded_cell_seconds() -> list[tuple[str, float]]:
+    """Seconds each graded test cell of the source notebook takes in one fresh kernel."""
+    from datetime import datetime
+
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    timings = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            run = cell.metadata["execution"]
+            start = datetime.fromisoformat(run["iopub.execute_input"].replace("Z", "+00:00"))
+            end = datetime.fromisoformat(run["shell.execute_reply"].replace("Z", "+00:00"))
+            timings.append((meta["grade_id"], (end - start).total_seconds()))
+    return timings
+
+
 def main() -> None:
     cold = cold_spawn_seconds()
     first, tenth, median = warm_run_seconds()
     grades = grading_seconds()
+    cells = graded_cell_seconds()
     print(f"Measured {date.today()} on {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, torch {torch.__version__}\n")
     print("| measurement | seconds |")
@@ -89,6 +111,10 @@ def main() -> None:
     print(f"| **ratio cold spawn / tenth warm run** | **{cold / tenth:.0f}x** |")
     for version, (seconds, score, max_score) in grades.items():
         print(f"| grade `{version}/{ASSIGNMENT}` with nbgrader (score {score:g}/{max_score:g}) | {seconds:.1f} |")
+    for grade_id, seconds in cells:
+        print(f"| test cell `{grade_id}` in a fresh kernel (first cell starts the groups) | {seconds:.2f} |")
+    load = os.getloadavg()[0]
+    print(f"\nLoad average when the run ended: {load:.1f} (on {os.cpu_count()} cores).")
     sys.stdout.flush()
 
 
