@@ -102,3 +102,21 @@ class TinyLM(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln_f(x))
+
+
+class OutOfOrderMLP(nn.Module):
+    """An MLP whose layers are registered in a different order than forward uses them.
+
+    ``head`` is registered first but runs last, so backward produces its gradients
+    first: the gradient-ready order is not the reverse registration order, and DDP's
+    bucket rebuild (which follows the recorded ready order) differs from its first guess.
+    """
+
+    def __init__(self, in_features: int = 6, hidden: int = 10, out_features: int = 3) -> None:
+        super().__init__()
+        self.head = nn.Linear(hidden, out_features)
+        self.body = nn.Linear(in_features, hidden)
+        self.mid = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.mid(torch.relu(self.body(x)))))
