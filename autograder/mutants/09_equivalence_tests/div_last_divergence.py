@@ -1,0 +1,11 @@
+# assignment: 09_equivalence_tests
+# grade_id: first_divergence
+# catches: reporting the last diverging step instead of the first
+def first_divergence(reference_steps: list[dict], candidate_steps: list[dict], dtype: torch.dtype):
+    """(first differing step, its differing keys), or None."""
+    found = None
+    for step, (ref, cand) in enumerate(zip(reference_steps, candidate_steps)):
+        differing = compare_update_states(ref, cand, dtype)
+        if differing:
+            found = step, differing
+    return found
