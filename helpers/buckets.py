@@ -23,6 +23,7 @@ from torch import nn
 
 from helpers.checks import first_difference
 from helpers.costs import ring_allreduce_bytes
+from helpers.slow_network import SlowNetwork
 from helpers.reference import mean_of, mse, rank_shard, set_rank_gradients, sgd_reference, state_of
 
 Buckets = list[list[int]]
@@ -183,70 +184,6 @@ class ReferenceGradBuckets:
                 grad.copy_(buffer[offset: offset + grad.numel()].view_as(grad) / n)
                 offset += grad.numel()
         self._reset()
-
-
-# --------------------------------------------------------------------------- slow-network harness
-
-
-class _DeferredWork:
-    """Handle of an all-reduce that the :class:`SlowNetwork` runs only when it must."""
-
-    def __init__(self, network: "SlowNetwork", position: int, tensor: torch.Tensor) -> None:
-        self.network, self.position = network, position
-        self.future: torch.futures.Future = torch.futures.Future()
-        self.tensor = tensor
-
-    def wait(self, timeout: Any = None) -> bool:
-        self.network.flush(self.position)
-        return True
-
-    def is_completed(self) -> bool:
-        return self.network.done > self.position
-
-    def get_future(self) -> torch.futures.Future:
-        """Completed (with ``[tensor]``, as gloo's) when the all-reduce has run."""
-        return self.future
-
-
-class SlowNetwork:
-    """Context manager (inside a rank): asynchronous all-reduces complete as late as allowed.
-
-    A collective launched with ``async_op=True`` may finish at any moment before its
-    ``wait()`` returns. On a fast loopback it usually finishes almost at once, which hides
-    bugs such as reading a buffer before waiting or reusing a buffer for the next bucket.
-    Here it runs exactly when it must: when its handle (or a later one) is waited on, when
-    a blocking collective is issued, or when the block ends, in launch order, so every
-    rank still issues the same sequence. Data races become deterministic wrong answers.
-    """
-
-    def __enter__(self) -> "SlowNetwork":
-        self.original = dist.all_reduce
-        self.queue: list[tuple[torch.Tensor, Any, Any, _DeferredWork]] = []
-        self.done = 0
-
-        def all_reduce(tensor: torch.Tensor, op: Any = dist.ReduceOp.SUM, group: Any = None, async_op: bool = False):
-            if not async_op:
-                self.flush(len(self.queue) - 1)
-                return self.original(tensor, op=op, group=group)
-            work = _DeferredWork(self, len(self.queue), tensor)
-            self.queue.append((tensor, op, group, work))
-            return work
-
-        dist.all_reduce = all_reduce
-        return self
-
-    def flush(self, position: int) -> None:
-        """Run every queued all-reduce up to and including ``position``, in launch order."""
-        while self.done <= position:
-            tensor, op, group, work = self.queue[self.done]
-            self.original(tensor, op=op, group=group)
-            self.done += 1
-            work.future.set_result([tensor])
-
-    def __exit__(self, *exc: Any) -> None:
-        dist.all_reduce = self.original
-        if exc[0] is None:
-            self.flush(len(self.queue) - 1)
 
 
 # --------------------------------------------------------------------------- rank-side drivers
