@@ -435,7 +435,7 @@ def assert_first_divergence(fn: Callable[..., tuple[int, list[str]] | None]) -> 
          torch.bfloat16),
     ]:
         exp, got = first_divergence(refs, cands, dtype), fn(refs, cands, dtype)
-        if got != exp and not (isinstance(got, tuple) and list(got) == list(exp or ())):
+        if _as_verdict(got) != exp:
             raise AssertionError(f"first_divergence on '{description}' returned {got!r:.120}, expected {exp!r:.120}.")
 
 
@@ -445,13 +445,19 @@ def assert_zoo(fn: Callable[..., tuple[int, list[str]] | None], runs: dict[str, 
     for name, (dtype, states) in runs.items():
         for as_dtype in {dtype, also_as or dtype}:
             exp, got = first_divergence(reference_steps, states, as_dtype), fn(reference_steps, states, as_dtype)
-            if got is not None:
-                got = (got[0], list(got[1]))
-            if got != exp:
+            if _as_verdict(got) != exp:
                 wrong = ZOO[name][1] or "nothing: it is a correct run"
                 raise AssertionError(
                     f"zoo run '{name}' checked as {as_dtype}: your checker says {_verdict(got)}, the reference "
                     f"checker says {_verdict(exp)}. What is wrong with this run: {wrong}.")
+
+
+def _as_verdict(value: Any) -> Any:
+    """A student's ``first_divergence`` result as ``(int, list)`` or ``None``; malformed values unchanged."""
+    try:
+        return None if value is None else (int(value[0]), list(value[1]))
+    except (TypeError, IndexError, ValueError, KeyError):
+        return value
 
 
 def _verdict(v: Any) -> str:

@@ -193,12 +193,19 @@ def assert_schedule(fn: Callable[..., Schedule], cases: Sequence[tuple[Sequence[
         if not ok:
             hint = ""
             unlimited = prefetch_schedule(gather_s, compute_s, len(gather_s))
-            if depth < len(gather_s) - 1 and isinstance(got, list) and len(got) == len(unlimited) and all(
-                    _close(float(g[0]), u[0]) for g, u in zip(got, unlimited)):
+            if depth < len(gather_s) - 1 and _issues_match(got, unlimited):
                 hint = (f" The all-gathers were issued as soon as the channel was free: depth {depth} allows one only "
                         f"once unit v-{depth}-1 has been freed (at most {depth + 1} materialised units).")
             raise AssertionError(f"prefetch_schedule(gather_s={list(gather_s)}, compute_s={list(compute_s)}, "
                                  f"depth={depth}) returned {_round(got)}, expected {_round(exp)}.{hint}")
+
+
+def _issues_match(got: Any, schedule: Schedule) -> bool:
+    """Whether ``got`` (a student's return value, maybe malformed) has ``schedule``'s issue times."""
+    try:
+        return len(got) == len(schedule) and all(_close(float(g[0]), u[0]) for g, u in zip(got, schedule))
+    except (TypeError, IndexError, ValueError):
+        return False
 
 
 def _round(v: Any) -> Any:
