@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from helpers.checks import first_difference
+from helpers.checks import first_difference, rounded
 from helpers.costs import ring_allreduce_bytes
 from helpers.slow_network import SlowNetwork
 from helpers.reference import mean_of, mse, rank_shard, set_rank_gradients, sgd_reference, state_of
@@ -390,7 +390,7 @@ def assert_schedule(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
             abs(g - e) <= 1e-9 * max(1.0, abs(e)) for gt, et in zip(got, expected) for g, e in zip(gt, et))
         if not ok:
             raise AssertionError(
-                f"communication_schedule{_show(args)} returned {_round(got)}, expected {_round(expected)}."
+                f"communication_schedule{_show(args)} returned {rounded(got, 9)}, expected {rounded(expected, 9)}."
                 f"{_schedule_hint(got, args)}")
 
 
@@ -412,14 +412,8 @@ def assert_tail(fn: Callable[..., float], cases: Sequence[tuple]) -> None:
 
 def _show(args: tuple) -> str:
     grad_ready_s, param_bytes, buckets, n, alpha, beta = args
-    return (f"(grad_ready_s={_round(grad_ready_s)}, param_bytes={list(param_bytes)}, buckets={buckets}, "
+    return (f"(grad_ready_s={rounded(grad_ready_s, 9)}, param_bytes={list(param_bytes)}, buckets={buckets}, "
             f"world_size={n}, alpha_s={alpha:g}, beta_s_per_byte={beta:g})")
-
-
-def _round(values: Any) -> Any:
-    if isinstance(values, (list, tuple)):
-        return type(values)(_round(v) for v in values)
-    return round(values, 9) if isinstance(values, float) else values
 
 
 def assert_grads_averaged(result: Sequence[dict[str, Any]], slow: bool) -> None:

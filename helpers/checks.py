@@ -11,7 +11,7 @@ All functions run in the notebook process on tensors returned by ``helpers.clust
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -336,3 +336,10 @@ def assert_ring_allreduce_bytes(
             f"ring_allreduce_bytes(num_elements={n}, bytes_per_element={b}, world_size={w}) "
             f"returned {got!r}, expected {exp!r}.{hint}"
         )
+
+
+def rounded(values: Any, digits: int) -> Any:
+    """``values`` with every float rounded to ``digits`` decimals, nested lists and tuples kept (for messages)."""
+    if isinstance(values, (list, tuple)):
+        return type(values)(rounded(v, digits) for v in values)
+    return round(values, digits) if isinstance(values, float) else values

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from helpers.checks import rounded
 from helpers.param_sharding import ReferenceShardedUnit, layered_mlp
 from helpers.slow_network import SlowNetwork
 
@@ -197,7 +198,7 @@ def assert_schedule(fn: Callable[..., Schedule], cases: Sequence[tuple[Sequence[
                 hint = (f" The all-gathers were issued as soon as the channel was free: depth {depth} allows one only "
                         f"once unit v-{depth}-1 has been freed (at most {depth + 1} materialised units).")
             raise AssertionError(f"prefetch_schedule(gather_s={list(gather_s)}, compute_s={list(compute_s)}, "
-                                 f"depth={depth}) returned {_round(got)}, expected {_round(exp)}.{hint}")
+                                 f"depth={depth}) returned {rounded(got, 6)}, expected {rounded(exp, 6)}.{hint}")
 
 
 def _issues_match(got: Any, schedule: Schedule) -> bool:
@@ -206,12 +207,6 @@ def _issues_match(got: Any, schedule: Schedule) -> bool:
         return len(got) == len(schedule) and all(_close(float(g[0]), u[0]) for g, u in zip(got, schedule))
     except (TypeError, IndexError, ValueError):
         return False
-
-
-def _round(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return type(v)(_round(x) for x in v)
-    return round(v, 6) if isinstance(v, float) else v
 
 
 def assert_peak(fn: Callable[..., float], cases: Sequence[tuple]) -> None:

@@ -9,24 +9,16 @@ import contextlib
 import io
 
 import pytest
-from matplotlib.figure import Figure
 
+from figure_checks import labelled, renders
 from helpers import bucket_plots as bp
 from helpers import buckets
 
 MiB = 2**20
 
 
-def _renders(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=40)
-    data = buf.getvalue()
-    assert data.startswith(b"\x89PNG")
-    return data
 
 
-def _labelled(ax) -> None:
-    assert ax.get_xlabel() and ax.get_ylabel() and (ax.get_title() or ax.get_title(loc="left"))
 
 
 TINY_BYTES = [512, 64, 64, 64, 256, 16]  # TinyMLP's gradients
@@ -70,7 +62,7 @@ def test_bucket_assignment_figure() -> None:
     bks = buckets.assign_buckets(TINY_BYTES, 300, 100)
     fig = bp.plot_bucket_assignment(TINY_BYTES, bks, bucket_cap_bytes=300, first_bucket_cap_bytes=100)
     ax = fig.axes[0]
-    _labelled(ax)
+    labelled(ax, left_title=True)
     bars = [p for p in ax.patches if p.get_height() in TINY_BYTES and p.get_width() == pytest.approx(0.8)]
     assert len(bars) == len(TINY_BYTES)
     # ready order on the x axis: the concatenated buckets, labelled by registration index
@@ -78,11 +70,11 @@ def test_bucket_assignment_figure() -> None:
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "first-bucket cap = 100 B" in legend and "bucket cap = 300 B" in legend
     assert [t.get_text().split("\n")[0] for t in ax.texts] == [f"bucket {k}" for k in range(len(bks))]
-    _renders(fig)
+    renders(fig)
     named = bp.plot_bucket_assignment(TINY_BYTES, bks, [f"p{i}" for i in range(6)], bucket_cap_bytes=10**9)
     assert named.axes[0].get_xticklabels()[0].get_text() == "p5"
     assert "off the chart" in named.axes[0].get_title()
-    _renders(named)
+    renders(named)
     with pytest.raises(ValueError):
         bp.plot_bucket_assignment(TINY_BYTES, [[5, 4], [4, 3]])
     with pytest.raises(ValueError):
@@ -106,7 +98,7 @@ def test_timeline_shows_backward_buckets_and_tail() -> None:
         assert (x0, x1) == pytest.approx((start * 1e3, finish * 1e3))
     assert any(f"{tail * 1e3:.3g} ms" in t.get_text() for t in ax.texts)
     assert f"tail after backward {tail * 1e3:.3g} ms" in ax.get_title()
-    _renders(fig)
+    renders(fig)
     # a later backward end shortens the exposed tail
     later = bp.plot_bucket_timeline(ready, sizes, bks, 4, 50e-6, 1e-10, backward_end_s=max(ready) + tail / 2)
     assert f"{tail / 2 * 1e3:.3g} ms" in later.axes[0].get_title()
@@ -115,7 +107,7 @@ def test_timeline_shows_backward_buckets_and_tail() -> None:
                                     title="three caps")
     assert len(many.axes) == 3 and many.axes[0].get_title(loc="left").startswith("per tensor:")
     assert many.axes[2].get_xlabel() and many.axes[0].get_shared_x_axes().joined(many.axes[0], many.axes[2])
-    _renders(many)
+    renders(many)
     with pytest.raises(ValueError):
         bp.plot_bucket_timeline(ready[:-1], sizes, bks, 4, 50e-6, 1e-10)
     with pytest.raises(ValueError):
@@ -126,15 +118,15 @@ def test_tail_vs_cap_marks_best_and_current_cap() -> None:
     sizes, ready = bp.synthetic_layers()
     fig = bp.plot_tail_vs_cap(ready, sizes, 8, 100e-6, 1e-10, first_bucket_cap_bytes=MiB, marked_cap=25 * MiB)
     ax = fig.axes[0]
-    _labelled(ax)
+    labelled(ax, left_title=True)
     assert ax.get_xscale() == "log"
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(t.startswith("best caps") for t in legend)
     assert any(t.startswith("cap 25 MiB: 5.81 ms") for t in legend)
     assert any(t.startswith("everything in one bucket") for t in legend)
     assert fig.axes[1].get_ylabel().startswith("number of buckets")
-    _renders(fig)
-    _renders(bp.plot_tail_vs_cap([0.3, 0.2, 0.1], [400, 40, 400], 2, 1e-3, 1e-6, caps=[1, 100, 1000]))
+    renders(fig)
+    renders(bp.plot_tail_vs_cap([0.3, 0.2, 0.1], [400, 40, 400], 2, 1e-3, 1e-6, caps=[1, 100, 1000]))
 
 
 def _events(delays_ms: list[tuple[float, float, float]]) -> list[tuple[str, int, float]]:
@@ -149,14 +141,14 @@ def test_enqueue_vs_completion() -> None:
     events = _events([(0.0, 0.2, 12.0), (3.0, 3.1, 13.0), (6.0, 6.5, 15.0)])
     fig = bp.plot_enqueue_vs_completion(events, marks={"backward returned": 7.0 / 1e3})
     ax_t, ax_b = fig.axes
-    _labelled(ax_t)
-    _labelled(ax_b)
+    labelled(ax_t, left_title=True)
+    labelled(ax_b, left_title=True)
     assert ax_b.get_xscale() == "log"
     widths = sorted(round(p.get_width(), 6) for p in ax_b.patches)
     assert widths == sorted([0.2, 0.1, 0.5, 12.0, 10.0, 9.0])
     assert [t.get_text() for t in ax_b.get_yticklabels()] == ["bucket 0", "bucket 1", "bucket 2"]
     assert "backward returned" in [t.get_text() for t in ax_t.get_legend().get_texts()]
-    _renders(fig)
+    renders(fig)
     # two iterations' events are paired launch by launch
     second = [(kind, b, t + 0.1) for kind, b, t in events]
     fig2 = bp.plot_enqueue_vs_completion(events + second)

@@ -14,18 +14,14 @@ import math
 
 import pytest
 import torch
-from matplotlib.figure import Figure
 
+from figure_checks import renders
 from helpers import equivalence as eq
 from helpers import equivalence_plots as ep
 
 F32, BF16 = torch.float32, torch.bfloat16
 
 
-def _renders(fig: Figure) -> None:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=40)
-    assert buf.getvalue().startswith(b"\x89PNG")
 
 
 def _perturbed(states, families, rel, seed):
@@ -178,10 +174,10 @@ def test_divergence_heatmap(reference, runs) -> None:
     assert fig.last_ratios["loss_off"]["loss"] == pytest.approx(0.01 / eq.tolerance(F32), rel=1e-3)
     side_texts = [t.get_text() for t in side.texts]
     assert side_texts.count("FAIL") == 1 + 3                        # loss only: loss_off; update state: 3
-    _renders(fig)
+    renders(fig)
     one = ep.plot_divergence_heatmap(reference, {"x": runs["loss_off"]}, step=2, title="custom")
     assert one._suptitle.get_text() == "custom"
-    _renders(one)
+    renders(one)
     with pytest.raises(ValueError):
         ep.plot_divergence_heatmap(reference, runs, step=3)
 
@@ -198,10 +194,10 @@ def test_error_vs_tolerance(reference, runs) -> None:
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend[:3] == list(pick) and any("bfloat16" in t for t in legend)
     assert sum(len(c.get_offsets()) for c in ax.collections) == 3 * len(reference[0])
-    _renders(fig)
+    renders(fig)
     single = ep.plot_error_vs_tolerance(reference, runs["bf16_ok"][1], dtypes=(F32,), step=0)
     assert [t.get_text() for t in single.legends[0].get_texts()][0] == "run"
-    _renders(single)
+    renders(single)
 
 
 def test_adam_scale_invariance_figure() -> None:
@@ -217,7 +213,7 @@ def test_adam_scale_invariance_figure() -> None:
     assert list(curves["clip_coef"]) == pytest.approx([0.5, 0.875], rel=1e-4)  # ... except here: 1 - 1/s
     fresh = {line.get_label(): line.get_ydata() for line in left.get_lines() if not line.get_label().startswith("_")}
     assert max(fresh["param"]) < tol and min(fresh["exp_avg_sq"]) > 1     # same parameters, other moments
-    _renders(fig)
+    renders(fig)
     with pytest.raises(ValueError):
         ep.plot_adam_scale_invariance(scales=(1,))
 
@@ -229,7 +225,7 @@ def test_cancellation_figure() -> None:
     assert ax.get_xscale() == ax.get_yscale() == "log" and ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(t.startswith("relative 2-norm error") for t in legend) and "tolerance 64 ulps" in legend
-    _renders(fig)
+    renders(fig)
 
 
 def test_checker_verdicts_figure(reference, runs) -> None:
@@ -242,7 +238,7 @@ def test_checker_verdicts_figure(reference, runs) -> None:
     assert [t.get_text() for t in ax.get_xticklabels()] == list(runs)
     assert len(ax.texts) == len(runs) * len(verdicts)
     assert "FAIL@0" in [t.get_text() for t in ax.texts]
-    _renders(fig)
+    renders(fig)
     with pytest.raises(ValueError):
         ep.plot_checker_verdicts({}, BROKEN)
 
@@ -256,7 +252,7 @@ def test_key_grid(reference, runs) -> None:
     assert len(crosses) == sum(len(eq.compare_update_states(r, c, F32))
                                for r, c in zip(reference, runs["moments_off"][1]))
     assert "36 of 99 key-steps fail" in ax.get_title()
-    _renders(fig)
+    renders(fig)
 
 
 def test_explorer_update_changes_the_output(reference, runs) -> None:

@@ -10,23 +10,15 @@ import io
 import math
 
 import pytest
-from matplotlib.figure import Figure
 
+from figure_checks import labelled, renders
 from helpers import param_sharding_plots as pp
 from helpers.costs import adam_memory_bytes, ring_allreduce_bytes
 from helpers.param_sharding import fsdp_traffic_bytes, full_shard_schedule
 
 
-def _renders(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=40)
-    data = buf.getvalue()
-    assert data.startswith(b"\x89PNG")
-    return data
 
 
-def _labelled(ax) -> None:
-    assert ax.get_xlabel() and ax.get_ylabel() and (ax.get_title() or ax.get_title(loc="left"))
 
 
 def test_timeline_inserts_compute_into_the_schedule() -> None:
@@ -102,10 +94,10 @@ def test_availability_figure() -> None:
                    for kind in ("all_gather", "reduce_scatter", "free")}
         events = full_shard_schedule(3, reshard)
         assert markers == {kind: sum(e[0] == kind for e in events) for kind in markers}
-    _renders(fig)
+    renders(fig)
     single = pp.plot_availability(2)
     assert len(single.axes) == 1 and "FULL_SHARD" in single.axes[0].get_title(loc="left")
-    _renders(single)
+    renders(single)
     with pytest.raises(ValueError):
         pp.plot_availability(0)
 
@@ -114,23 +106,23 @@ def test_live_memory_figure_marks_the_selected_peak() -> None:
     numels = pp.split_params(1_000_000, 4)
     fig = pp.plot_live_parameter_memory(numels, 8, False)
     ax = fig.axes[0]
-    _labelled(ax)
+    labelled(ax, left_title=True)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert [t.split(":")[0] for t in legend] == ["replicated", "SHARD_GRAD_OP", "FULL_SHARD"]
     peak = pp.live_parameter_bytes(numels, 8, False)["peak"]
     assert any(t.get_text() == f"peak {pp.format_bytes(peak)}" for t in ax.texts)
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks[0] == "before" and ticks[-1] == "optimizer" and len(ticks) == 2 * 4 + 2
-    _renders(fig)
-    _renders(pp.plot_live_parameter_memory([70, 77, 24], 2, None, bytes_per_param=4))
+    renders(fig)
+    renders(pp.plot_live_parameter_memory([70, 77, 24], 2, None, bytes_per_param=4))
 
 
 def test_traffic_vs_memory_figure() -> None:
     psi = 7_500_000_000
     fig = pp.plot_traffic_vs_memory(psi, [1, 2, 8, 64], marked_world_size=64)
     ax_t, ax_m = fig.axes
-    _labelled(ax_t)
-    _labelled(ax_m)
+    labelled(ax_t, left_title=True)
+    labelled(ax_m, left_title=True)
     by_label = {line.get_label(): line for line in ax_t.lines if not line.get_label().startswith("_")}
     full = next(line for label, line in by_label.items() if label.startswith("FULL_SHARD"))
     ddp = next(line for label, line in by_label.items() if label.startswith("DDP"))
@@ -141,7 +133,7 @@ def test_traffic_vs_memory_figure() -> None:
     stage3 = next(line for line in ax_m.lines if line.get_label().startswith("stage 3"))
     assert list(stage3.get_ydata()) == pytest.approx([adam_memory_bytes(psi, n, 3) for n in (2, 8, 64)])
     assert any("×1.50" in t.get_text() for t in ax_t.texts)
-    _renders(fig)
+    renders(fig)
     with pytest.raises(ValueError):
         pp.plot_traffic_vs_memory(psi, [1])
 

@@ -5,25 +5,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import io
 
 import pytest
-from matplotlib.figure import Figure
 
+from figure_checks import labelled, renders
 from helpers import plots, widgets
 from helpers.costs import ring_allreduce_bytes
 
 
-def _renders(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=40)
-    data = buf.getvalue()
-    assert data.startswith(b"\x89PNG")
-    return data
 
 
-def _labelled(ax) -> None:
-    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
 
 
 def test_format_bytes():
@@ -37,10 +28,10 @@ def test_format_bytes():
 def test_sample_weights():
     fig = plots.plot_sample_weights({"a": [0.25] * 4, "b": [0.5, 0.5, 0.125, 0.125]}, [2, 2])
     ax = fig.axes[0]
-    _labelled(ax)
+    labelled(ax)
     assert len(ax.patches) >= 8  # 8 bars (+ shard shading)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
-    _renders(fig)
+    renders(fig)
     with pytest.raises(ValueError):
         plots.plot_sample_weights({"a": [1, 2, 3]}, [2, 2])
     with pytest.raises(ValueError):
@@ -51,11 +42,11 @@ def test_replica_drift_handles_exact_zero():
     steps = list(range(1, 6))
     fig = plots.plot_replica_drift(steps, {"aligned": [0.0] * 5, "drifting": [1e-5 * s for s in steps]})
     ax = fig.axes[0]
-    _labelled(ax)
+    labelled(ax)
     assert ax.get_yscale() == "symlog"
     assert len(ax.get_lines()) == 2
     assert ax.get_ylim()[0] == 0
-    _renders(fig)
+    renders(fig)
     with pytest.raises(ValueError):
         plots.plot_replica_drift(steps, {"short": [0.0]})
     with pytest.raises(ValueError):
@@ -70,7 +61,7 @@ def test_ring_schedule():
     ax = fig.axes[0]
     assert len(ax.texts) == n * 2 * (n - 1)
     assert ax.texts[0].get_text() == "+ c0 → r1"
-    _renders(fig)
+    renders(fig)
     with pytest.raises(ValueError):
         plots.plot_ring_schedule(sends[:3])
 
@@ -79,15 +70,15 @@ def test_allreduce_bytes_lines_follow_formula():
     sizes = [1000, 10**6]
     fig = plots.plot_allreduce_bytes([1, 2, 4, 8], sizes, 2, measured={10: {2: 20.0, 4: 30.0}})
     ax_abs, ax_rel = fig.axes
-    _labelled(ax_abs)
-    _labelled(ax_rel)
+    labelled(ax_abs)
+    labelled(ax_rel)
     line = ax_abs.get_lines()[0]
     assert list(line.get_xdata()) == [2, 4, 8]  # N = 1 sends nothing and is skipped on the log axis
     assert list(line.get_ydata()) == [ring_allreduce_bytes(1000, 2, n) for n in (2, 4, 8)]
     measured = [ln for ln in ax_rel.get_lines() if ln.get_marker() == "o"]
     assert len(measured) == 1
     assert list(measured[0].get_ydata()) == [1.0, 1.5]
-    _renders(fig)
+    renders(fig)
     with pytest.raises(ValueError):
         plots.plot_allreduce_bytes([1], sizes)
 
@@ -101,10 +92,10 @@ def test_alpha_beta_time():
         plots.alpha_beta_allreduce_time(10, 4, 2, 0, 1e-5)
     fig = plots.plot_allreduce_time(10**6, 4, 8, 1e9, 1e-5, max_world_size=64)
     ax = fig.axes[0]
-    _labelled(ax)
+    labelled(ax)
     total = ax.get_lines()[0]
     assert min(total.get_xdata()) == 2 and max(total.get_xdata()) == 64
-    _renders(fig)
+    renders(fig)
 
 
 def test_allreduce_explorer_headless(capsys):

@@ -9,20 +9,14 @@ import contextlib
 import io
 
 import pytest
-from matplotlib.figure import Figure
 
+from figure_checks import renders
 from helpers import prefetch
 from helpers import prefetch_plots as pp
 
 UNIT, ACT, SHARDS = [100e6] * 6, [20e6] * 6, 75e6
 
 
-def _renders(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=40)
-    data = buf.getvalue()
-    assert data.startswith(b"\x89PNG")
-    return data
 
 
 def _boxes(ax) -> list[tuple[float, float]]:
@@ -97,8 +91,8 @@ def test_timeline_boxes_follow_the_schedule() -> None:
             assert (pytest.approx(s * 1e3), pytest.approx(e * 1e3), pytest.approx(0.7)) in boxes
         assert len(boxes) == 2 * len(sched) + len(pp.exposed_gaps(sched))
     assert fig.axes[-1].get_xlabel() and fig.axes[0].get_shared_x_axes().joined(fig.axes[0], fig.axes[1])
-    _renders(fig)
-    _renders(pp.plot_prefetch_timeline([0.0], [1e-3], 0))
+    renders(fig)
+    renders(pp.plot_prefetch_timeline([0.0], [1e-3], 0))
     with pytest.raises(ValueError):
         pp.plot_prefetch_timeline(g, c[:-1], 1)
     with pytest.raises(ValueError):
@@ -115,8 +109,8 @@ def test_live_memory_figure_marks_peak_and_budget() -> None:
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "landing buffers (issued, not landed)" in legend and "budget 400 MB" in legend
     assert fig.axes[0].get_ylabel() == "live bytes" and fig.axes[-1].get_xlabel()
-    _renders(fig)
-    _renders(pp.plot_live_memory(g, c, 1, UNIT, [0] * 6, 0))
+    renders(fig)
+    renders(pp.plot_live_memory(g, c, 1, UNIT, [0] * 6, 0))
 
 
 def test_depth_tradeoff_marks_max_depth() -> None:
@@ -129,11 +123,11 @@ def test_depth_tradeoff_marks_max_depth() -> None:
     assert best == 1
     assert f"max_prefetch_depth = {best}" in [t.get_text() for t in ax_m.get_legend().get_texts()]
     assert "d = 1" in fig._suptitle.get_text()
-    _renders(fig)
+    renders(fig)
     none = pp.plot_depth_tradeoff(g, c, UNIT, ACT, SHARDS, budget_bytes=100e6)
     assert "no depth fits" in none._suptitle.get_text()
-    _renders(none)
-    _renders(pp.plot_depth_tradeoff(g, c, UNIT, ACT, SHARDS))
+    renders(none)
+    renders(pp.plot_depth_tradeoff(g, c, UNIT, ACT, SHARDS))
 
 
 def test_trace_rows_and_enqueue_vs_blocked() -> None:
@@ -149,7 +143,7 @@ def test_trace_rows_and_enqueue_vs_blocked() -> None:
     assert [t.get_text() for t in ax_b.get_yticklabels()] == ["unit 0", "unit 1", "unit 2"]
     assert f"blocked_waiting_s {prefetch.blocked_waiting_s(trace) * 1e3:.3g} ms" in fig._suptitle.get_text()
     assert "sum of enqueue times 0.04 ms" in fig._suptitle.get_text()
-    _renders(fig)
+    renders(fig)
     with pytest.raises(ValueError):
         pp.trace_rows([("issue_call", 0, 0.0)])
     with pytest.raises(ValueError):
