@@ -3,6 +3,8 @@
     python -m autograder release [ASSIGNMENT ...] [--check]
     python -m autograder grade NOTEBOOK [--assignment NAME] [--json]
     python -m autograder check [ASSIGNMENT ...] [--budget SECONDS]
+    python -m autograder store [--check]
+    python -m autograder student-copy DEST
 
 Exit status: 0 on success (``grade``: whenever grading ran, whatever the score),
 1 when ``release --check`` or ``check`` finds a problem, 2 when a command cannot run
@@ -46,6 +48,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                        help="wall-time budget per assignment in seconds (default 600)")
     check.add_argument("--jobs", type=int, default=1,
                        help="assignments checked at once, each in its own process (default 1)")
+    store = commands.add_parser("store", help="write the chapters' stored results (helpers/stored)")
+    store.add_argument("--check", action="store_true", help="only report stored results that are out of date")
+    copy = commands.add_parser("student-copy", help="write what students get (no solutions, no hidden tests)")
+    copy.add_argument("dest", type=Path, metavar="DEST", help="a directory that does not exist yet")
     return parser.parse_args(argv)
 
 
@@ -91,10 +97,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_store(args: argparse.Namespace) -> int:
+    """Write helpers/stored, or with --check report the stale files."""
+    from .store import store  # imports every lesson module: only when asked
+    with captured_output():
+        stale = store(check=args.check)
+    if stale:
+        print("helpers/stored is out of date (run `python -m autograder store`):", file=sys.stderr)
+        for line in stale:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print("helpers/stored is in sync" if args.check else "helpers/stored written")
+    return 0
+
+
+def cmd_student_copy(args: argparse.Namespace) -> int:
+    """Write the student copy of the course."""
+    from .student_copy import make_student_copy
+    print(f"student copy written to {make_student_copy(args.dest, args.root)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
-    commands = {"release": cmd_release, "grade": cmd_grade, "check": cmd_check}
+    commands = {"release": cmd_release, "grade": cmd_grade, "check": cmd_check, "store": cmd_store, "student-copy": cmd_student_copy}
     try:
         return commands[args.command](args)
     except CourseError as exc:

@@ -1,11 +1,13 @@
 """The course-wide check: every assignment's grading does what the course promises.
 
 For each assignment: the source scores full marks; the committed release scores 0 and
-grading completes; every mutant loses points; grading the source twice gives identical
-per-cell scores; and everything fits in a wall-time budget.
+grading completes; its feedback shows no hidden-test line; notebooks whose solution cells
+delegate to the student-side helpers score 0; every mutant loses points; grading the source
+twice gives identical per-cell scores; and everything fits in a wall-time budget.
 """
 from __future__ import annotations
 
+import html
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -16,6 +18,8 @@ from typing import Callable, Iterator, TextIO
 
 from .course import (CourseError, course_root, read_notebook, release_notebook, resolve_assignments,
                      source_notebook)
+from .delegation import delegation_notebooks
+from .feedback import hidden_lines
 from .grading import GradeResult, ScratchCourse, scratch_course
 from .mutation import mutant_files, parse_mutant, splice
 
@@ -108,6 +112,29 @@ def check_mutants(assignment: str, course: ScratchCourse, root: Path) -> Iterato
                       partial(caught, mutant.catches))[0]
 
 
+def check_delegation(assignment: str, course: ScratchCourse, source) -> Iterator[Row]:
+    """One row per generated delegation notebook: solution cells bound to helpers callables score 0."""
+    for k, (label, nb) in enumerate(delegation_notebooks(source, course.release)):
+        yield attempt(assignment, f"delegation {k + 1}", partial(course.grade, nb, f"delegation_{k + 1}"),
+                      lambda result, label=label: _zero_with(label, result))[0]
+
+
+def _zero_with(label: str, result: GradeResult) -> tuple[bool, str]:
+    ok, detail = zero(result)
+    return ok, f"{detail} | {label}".strip(" |")
+
+
+def check_feedback(assignment: str, course: ScratchCourse, student: str, source) -> Row:
+    """The feedback of a graded submission shows no line of the hidden tests."""
+    try:
+        text = html.unescape(course.feedback(student))
+    except Exception as exc:  # noqa: BLE001 - report, go on
+        return Row(assignment, "feedback hides hidden tests", False, detail=first_line(exc))
+    shown = sorted(line for line in hidden_lines(source) if line in text)
+    return Row(assignment, "feedback hides hidden tests", not shown,
+               detail=f"feedback shows: {shown[0]}" if shown else "")
+
+
 def check_assignment(assignment: str, root: Path, budget: float) -> Iterator[Row]:
     """All check rows for one assignment, as each finishes; the time-budget row last."""
     start = time.monotonic()
@@ -120,6 +147,8 @@ def check_assignment(assignment: str, root: Path, budget: float) -> Iterator[Row
             release_path = release_notebook(assignment, root)
             yield attempt(assignment, "release",
                           lambda: course.grade(read_notebook(release_path), "release"), zero)[0]
+            yield check_feedback(assignment, course, "release", source)
+            yield from check_delegation(assignment, course, source)
             yield from check_mutants(assignment, course, root)
             yield attempt(assignment, "source again (deterministic)",
                           partial(course.grade, source, "source_again"), partial(same_scores, first))[0]

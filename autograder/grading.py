@@ -142,6 +142,13 @@ def failure_message(cell: NotebookNode) -> str:
     return ""
 
 
+def refusals(nb: NotebookNode) -> list[str]:
+    """One note per student cell the guarded grader refused to run."""
+    return [f"refused: {o.evalue.split('. The grader')[0]}" for c in nb.cells
+            if not nbgrader_meta(c).get("grade") for o in c.get("outputs", [])
+            if o.output_type == "error" and o.ename == "GradingRefused"]
+
+
 class ScratchCourse:
     """A throwaway course directory holding one assignment registered in a fresh gradebook.
 
@@ -181,6 +188,12 @@ class ScratchCourse:
         cells, score, max_score = self.read_grades(student, notes)
         return GradeResult(name, score, max_score, cells, notes, time.monotonic() - start)
 
+    def feedback(self, student: str) -> str:
+        """The feedback HTML nbgrader's ``generate_feedback`` writes for ``student`` (after :meth:`grade`)."""
+        name = self.assignment
+        check_api_result(self.api.generate_feedback(name, student, force=True), f"generate_feedback {name} for {student}")
+        return (self.workdir / "feedback" / student / name / f"{name}.html").read_text(encoding="utf-8")
+
     def read_grades(self, student: str, notes: list[str]) -> tuple[list[CellGrade], float, float]:
         """Per-cell grades in notebook order and the totals, from the gradebook.
 
@@ -188,8 +201,9 @@ class ScratchCourse:
         """
         name = self.assignment
         autograded = self.workdir / "autograded" / student / name / f"{name}.ipynb"
-        messages = {nbgrader_meta(c).get("grade_id"): failure_message(c)
-                    for c in nbformat.read(autograded, as_version=4).cells}
+        executed = nbformat.read(autograded, as_version=4)
+        messages = {nbgrader_meta(c).get("grade_id"): failure_message(c) for c in executed.cells}
+        notes.extend(refusals(executed))
         with self.gradebook() as gb:
             submission = gb.find_submission(name, student)
             score, max_score = float(submission.score), float(submission.max_score)

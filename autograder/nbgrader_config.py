@@ -7,6 +7,14 @@ course directory, so instructors and ``python -m autograder`` grade identically.
 """
 import os
 
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern,
+                                    LimitOutput, SaveAutoGrades)
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+
+from autograder.feedback import HideHiddenTests
+from autograder.guard import GuardedExecute
+
 c = get_config()  # noqa: F821  (injected by traitlets' config loader)
 
 COURSE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,3 +48,11 @@ c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
 
 # A deleted test cell is put back from the gradebook, so deleting a test gains nothing.
 c.OverwriteCells.add_missing_cells = True
+
+# nbgrader's autograde pipeline with Execute replaced by the guarded one (autograder/guard.py):
+# tampering cells are refused, the locked import cell is re-run before each test cell, and an
+# integrity check after every cell voids the tests after a cell that changed grading code.
+c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+# Feedback shows every test's result and message, never the hidden tests' code.
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -29,7 +29,6 @@ import torch
 import torch._dynamo  # noqa: F401  (the first optimizer imports it lazily: seconds per rank otherwise)
 import torch.distributed as dist
 
-from helpers import costs
 from helpers.ledger import CollectiveRecord
 
 # torch 2.13 renamed these two; tutorials still use the old names, so their
@@ -38,7 +37,9 @@ _SILENCED_WARNINGS = r".*`torch\.distributed\.(reduce_scatter_tensor|all_gather_
 
 # How each collective's message is read from its arguments:
 # op name -> (argument holding a representative tensor, function giving the full
-# message size in elements from the bound arguments and group size, cost formula).
+# message size in elements from the bound arguments and group size, ring phases).
+# A ring phase (reduce-scatter, all-gather, pipelined broadcast, all-to-all) sends
+# (N-1)/N of the full message from each rank; an all-reduce is two phases.
 _Full = Callable[[dict[str, Any], int], int]
 
 
@@ -54,26 +55,26 @@ def _list_numel(name: str) -> _Full:
     return lambda a, n: sum(t.numel() for t in a[name])
 
 
-_COLLECTIVES: dict[str, tuple[str | None, _Full | None, Callable[..., float] | None]] = {
-    "all_reduce": ("tensor", _numel("tensor"), costs.ring_allreduce_bytes),
-    "broadcast": ("tensor", _numel("tensor"), costs.ring_broadcast_bytes),
-    "reduce": ("tensor", _numel("tensor"), costs.ring_reduce_scatter_bytes),
-    "all_gather": ("tensor", _numel_times_n("tensor"), costs.ring_allgather_bytes),
-    "all_gather_into_tensor": ("input_tensor", _numel("output_tensor"), costs.ring_allgather_bytes),
-    "all_gather_single": ("input_tensor", _numel("output_tensor"), costs.ring_allgather_bytes),
-    "reduce_scatter": ("output", _list_numel("input_list"), costs.ring_reduce_scatter_bytes),
-    "reduce_scatter_tensor": ("input", _numel("input"), costs.ring_reduce_scatter_bytes),
-    "reduce_scatter_single": ("input", _numel("input"), costs.ring_reduce_scatter_bytes),
-    "all_to_all_single": ("input", _numel("input"), costs.ring_all_to_all_bytes),
-    "all_to_all": (None, _list_numel("input_tensor_list"), costs.ring_all_to_all_bytes),
-    "gather": ("tensor", _numel_times_n("tensor"), costs.ring_allgather_bytes),
-    "scatter": ("tensor", _numel_times_n("tensor"), costs.ring_allgather_bytes),
-    "barrier": (None, None, None),
-    "monitored_barrier": (None, None, None),
-    "all_gather_object": (None, None, None),
-    "broadcast_object_list": (None, None, None),
-    "gather_object": (None, None, None),
-    "scatter_object_list": (None, None, None),
+_COLLECTIVES: dict[str, tuple[str | None, _Full | None, int]] = {
+    "all_reduce": ("tensor", _numel("tensor"), 2),
+    "broadcast": ("tensor", _numel("tensor"), 1),
+    "reduce": ("tensor", _numel("tensor"), 1),
+    "all_gather": ("tensor", _numel_times_n("tensor"), 1),
+    "all_gather_into_tensor": ("input_tensor", _numel("output_tensor"), 1),
+    "all_gather_single": ("input_tensor", _numel("output_tensor"), 1),
+    "reduce_scatter": ("output", _list_numel("input_list"), 1),
+    "reduce_scatter_tensor": ("input", _numel("input"), 1),
+    "reduce_scatter_single": ("input", _numel("input"), 1),
+    "all_to_all_single": ("input", _numel("input"), 1),
+    "all_to_all": (None, _list_numel("input_tensor_list"), 1),
+    "gather": ("tensor", _numel_times_n("tensor"), 1),
+    "scatter": ("tensor", _numel_times_n("tensor"), 1),
+    "barrier": (None, None, 0),
+    "monitored_barrier": (None, None, 0),
+    "all_gather_object": (None, None, 0),
+    "broadcast_object_list": (None, None, 0),
+    "gather_object": (None, None, 0),
+    "scatter_object_list": (None, None, 0),
 }
 
 
@@ -86,7 +87,7 @@ class _Ledger:
         self.calls = 0
 
     def record(self, op: str, bound: dict[str, Any]) -> None:
-        tensor_arg, full, cost = _COLLECTIVES[op]
+        tensor_arg, full, phases = _COLLECTIVES[op]
         group = bound.get("group")
         ranks = tuple(dist.get_process_group_ranks(group)) if group is not None else tuple(range(dist.get_world_size()))
         n = len(ranks)
@@ -96,7 +97,7 @@ class _Ledger:
         if isinstance(tensor, torch.Tensor):
             dtype, shape = str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape)
             numel = full(bound, n)
-            ring = cost(numel, tensor.element_size(), n)
+            ring = phases * (n - 1) / n * numel * tensor.element_size()
         else:
             dtype, shape, numel, ring = ("object" if "object" in op else "none"), (), 0, 0.0
         rec = CollectiveRecord(self.calls, op, dtype, shape, numel, ranks, float(ring), _detail(bound))

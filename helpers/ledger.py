@@ -3,7 +3,7 @@
 gloo implements reduce-scatter as an all-reduce plus a local chunk, so neither wall
 time nor gloo's own traffic shows what a bandwidth-optimal implementation would send.
 The ledger records each collective call (op, dtype, shape, group) on every rank and
-prices it with the ring formulas of :mod:`helpers.costs`.
+prices it as a ring algorithm would send it ((N-1)/N of the message per phase).
 """
 from __future__ import annotations
 

@@ -1,0 +1,101 @@
+"""The student copy of the course: what an instructor hands out, generated, never hand-made.
+
+``python -m autograder student-copy DEST`` writes the release notebooks, the chapters, the
+student-side ``helpers`` package (with its stored results) and set-up files for the pip and
+conda routes. It holds no ``source/``, no ``autograder/`` and so no solution, reference,
+hidden test or mutant; ``tests/test_student_copy.py`` proves it.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from .course import CourseError, course_root
+
+COPIED = ("release", "notebooks", "helpers", "requirements.txt", "requirements-lock.txt", "environment.yml")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "shard-course-student"
+version = "0.1.0"
+description = "Replicate computation and shard training state: the student copy"
+requires-python = ">=3.11,<3.12"
+dependencies = ["torch==2.13.0", "numpy", "matplotlib", "ipywidgets", "cloudpickle", "nbgrader==0.9.6"]
+
+[tool.setuptools]
+packages = ["helpers"]
+
+[tool.setuptools.package-data]
+helpers = ["stored/*.json"]
+'''
+
+MAKEFILE = '''# `make lab`: create .venv if needed, install the pinned dependencies, open JupyterLab.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-lock.txt pyproject.toml
+\t@test -x $(PY) || python3 -m venv $(VENV)
+\t$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c requirements-lock.txt
+\t$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+\t@touch $@
+
+lab: setup
+\t$(VENV)/bin/jupyter lab --notebook-dir=.
+'''
+
+NBGRADER_CONFIG = '''"""nbgrader settings for Validate in the student copy (the grading settings stay with the instructor)."""
+c = get_config()  # noqa: F821
+c.Execute.timeout = 300
+c.Execute.kernel_name = "python3"
+'''
+
+README = '''# Replicate computation and shard training state (student copy)
+
+Lessons on data-parallel and sharded training in PyTorch, each a chapter in `notebooks/`
+(read, run, explore) and an assignment in `release/` (implement, Validate, hand in).
+
+    make lab    # creates .venv, installs the pinned dependencies (torch==2.13.0 CPU), opens JupyterLab
+
+Conda users: `conda env create -f environment.yml`.
+
+1. Read the chapter `notebooks/NN_*.ipynb`, then open `release/NN_*/NN_*.ipynb`.
+2. Replace each `raise NotImplementedError()` with your code and run the test cell below it:
+   visible tests teach the contract; hidden tests, added when your work is graded, decide the grade.
+3. Press **Validate** before you hand in.
+
+Grading runs your notebook with hidden tests on the instructor's side. It refuses a cell that
+could change how your work is checked (one that imports the grader, registers IPython
+transformers or magics beyond `%time`/`%timeit`/`%matplotlib`, rebinds attributes of imported
+modules, or reaches interpreter internals such as `sys.modules` or `__globals__`): such a cell
+is not run and scores nothing. No exercise needs any of that.
+'''
+
+
+def make_student_copy(dest: Path | str, root: Path | str | None = None) -> Path:
+    """Write the student copy of the course at ``dest`` (which must not exist); return it."""
+    root, dest = course_root(root), Path(dest)
+    if dest.exists():
+        raise CourseError(f"{dest} already exists; choose a new directory")
+    dest.mkdir(parents=True)
+    for name in COPIED:
+        src = root / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=IGNORED)
+        elif src.is_file():
+            shutil.copy2(src, dest / name)
+        else:
+            raise CourseError(f"{src} is missing: the student copy needs it")
+    (dest / "pyproject.toml").write_text(PYPROJECT)
+    (dest / "Makefile").write_text(MAKEFILE)
+    (dest / "nbgrader_config.py").write_text(NBGRADER_CONFIG)
+    (dest / "README.md").write_text(README)
+    return dest

@@ -1,0 +1,75 @@
+"""The student copy (``python -m autograder student-copy``) contains no solution and no hidden test."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.course import list_assignments, source_notebook
+from autograder.student_copy import make_student_copy
+
+MIN_LINE = 25  # shorter lines ("return model", "for p in params:") are not telling
+TEXT_SUFFIXES = {".py", ".ipynb", ".md", ".json", ".txt", ".yml", ".toml", ".cfg"}
+
+
+def _secret_and_public(nb) -> tuple[set[str], set[str]]:
+    """Stripped lines inside solution/hidden blocks, and those outside them, of a source notebook."""
+    secret, public = set(), set()
+    for cell in nb.cells:
+        inside = False
+        for line in cell.source.splitlines():
+            if "BEGIN SOLUTION" in line or "BEGIN HIDDEN TESTS" in line:
+                inside = True
+            elif "END SOLUTION" in line or "END HIDDEN TESTS" in line:
+                inside = False
+            else:
+                (secret if inside else public).add(line.strip())
+    return secret, public
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    return make_student_copy(tmp_path_factory.mktemp("handout") / "course")
+
+
+def test_copy_has_no_instructor_side(copy):
+    assert not (copy / "autograder").exists()
+    assert not (copy / "source").exists()
+    assert (copy / "release").is_dir() and (copy / "notebooks").is_dir() and (copy / "helpers").is_dir()
+    for name in ("README.md", "Makefile", "pyproject.toml", "requirements.txt", "environment.yml"):
+        assert (copy / name).is_file(), name
+
+
+def test_student_helpers_never_import_the_instructor_side(copy):
+    for path in (copy / "helpers").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.split(".")[0] == "autograder" for n in names), f"{path} imports {names}"
+
+
+def test_no_solution_or_hidden_test_text_in_the_copy(copy):
+    secret, public = set(), set()
+    for assignment in list_assignments():
+        s, p = _secret_and_public(nbformat.read(source_notebook(assignment), as_version=4))
+        secret |= s
+        public |= p
+    telling = {line for line in secret - public if len(line) >= MIN_LINE and not line.startswith("#")}
+    assert telling, "no solution lines found: the check would prove nothing"
+    leaks = []
+    for path in copy.rglob("*"):
+        if path.is_file() and path.suffix in TEXT_SUFFIXES:
+            text = path.read_text(errors="replace")
+            if path.suffix == ".ipynb":  # compare cell sources, not JSON-escaped text
+                text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+            leaks += [f"{path.relative_to(copy)}: {line}" for line in telling if line in text]
+    assert not leaks, "solution or hidden-test text in the student copy:\n" + "\n".join(sorted(leaks)[:20])
+
+
+def test_chapters_link_to_release_not_source(copy):
+    for path in (copy / "notebooks").glob("*.ipynb"):
+        text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+        assert "source/" not in text.replace("open-source", ""), f"{path.name} points students to source/"

@@ -1,0 +1,134 @@
+"""Tampering with the grader earns nothing; honest code scores what it earns (autograder.guard).
+
+Each attack is graded by real nbgrader autograde on a tiny assignment whose hidden test
+relies on ``math.isclose`` and on the name ``math`` from the locked import cell, so every
+attack below would score full marks if it worked. Fast: no torch in the kernel.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from autograder.grading import scratch_course
+from autograder.policy import imported_names, refusal
+from autograder.release import release
+from autograder.course import source_notebook
+
+NAME = "00_tamper"
+IMPORTS = "import math"
+SOLUTION = "def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION"
+TEST = ("assert math.isclose(add(1, 2), 3)\n### BEGIN HIDDEN TESTS\n"
+        "assert math.isclose(add(2.5, 0.25), 2.75), 'add(2.5, 0.25) must be 2.75'\n"
+        "assert math.isclose(add(-7, 7), 0.0)\n### END HIDDEN TESTS")
+WRONG = "def add(a, b):\n    return 0"
+
+
+def _cell(source: str, grade_id: str, *, solution=False, grade=False, points=0):
+    meta = {"grade": grade, "grade_id": grade_id, "locked": not solution, "schema_version": 3,
+            "solution": solution, "task": False}
+    if grade:
+        meta["points"] = points
+    return new_code_cell(source, metadata={"nbgrader": meta})
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tamper")
+    nb = new_notebook(cells=[
+        new_markdown_cell("# Tamper\nImplement `add`."),
+        _cell(IMPORTS, "imports"),
+        _cell(SOLUTION, "add", solution=True),
+        _cell(TEST, "test_add", grade=True, points=3),
+    ])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"
+    path = source_notebook(NAME, root)
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, str(path))
+    release([NAME], root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def grader(course):
+    with scratch_course(NAME, course) as scratch:
+        yield scratch
+
+
+def _submission(grader, solution: str, extra: str | None = None):
+    """The release with ``solution`` in the answer cell and ``extra`` as a new cell after it."""
+    nb = nbformat.from_dict(grader.release)
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "add")
+    answer.source = solution
+    if extra is not None:
+        nb.cells.insert(nb.cells.index(answer) + 1, new_code_cell(extra))
+    return nb
+
+
+ATTACKS = {
+    # one statement registering an input transformer that blanks every later cell
+    "transformer": "get_ipython().input_transformers_cleanup.append(lambda lines: [])",
+    # the same, reached without any name or attribute the policy knows (the integrity check catches it)
+    "transformer_obfuscated": ("import operator\n"
+                               "shell = operator.attrgetter('__glo' + 'bals__')(add)['get_' + 'ipython']()\n"
+                               "operator.attrgetter('input_transformers_' + 'cleanup')(shell).append(lambda lines: [])"),
+    "rebind_check": "math.isclose = lambda *a, **k: True",
+    "rebind_check_setattr": "setattr(math, 'isclose', lambda *a, **k: True)",
+    # a persistent patch through an alias the policy cannot see (the integrity check catches it)
+    "rebind_obfuscated": ("import operator\n"
+                          "m = operator.attrgetter('__glo' + 'bals__')(add)['ma' + 'th']\n"
+                          "setattr(m, 'isclose', lambda *a, **k: True)"),
+    "rebind_name": "class _Always:\n    isclose = staticmethod(lambda *a, **k: True)\nmath = _Always()",
+    "always_equal": "class Same(float):\n    def __eq__(self, other):\n        return True",
+    "delegate_to_autograder": "from autograder.lessons.costs import ring_allreduce_bytes",
+    "unpickle_code": "import torch\nx = torch.load('payload.pt', weights_only=False)",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_attack_scores_what_the_code_earns(grader, attack):
+    # The answer is wrong, so the only way to points is the attack: it must earn 0.
+    result = grader.grade(_submission(grader, WRONG, ATTACKS[attack]), f"attack_{attack}")
+    assert result.score == 0, (attack, result.cells)
+
+
+@pytest.mark.parametrize("attack", ["transformer", "rebind_check", "transformer_obfuscated"])
+def test_refusal_is_reported_in_one_line(grader, attack):
+    result = grader.grade(_submission(grader, WRONG, ATTACKS[attack]), f"report_{attack}")
+    message = result.cells[0].message
+    assert "GradingRefused" in message or any("refused" in n for n in result.notes), (message, result.notes)
+
+
+def test_honest_code_with_harmless_extras_scores_full(grader):
+    extra = "%timeit -n1 -r1 sum(range(10))\nimport sys\nprint(sys.float_info.epsilon)\nmath = None"
+    result = grader.grade(_submission(grader, "def add(a, b):\n    return a + b", extra), "honest")
+    assert result.full_marks, result.cells
+
+
+def test_feedback_hides_hidden_tests(grader):
+    truncating = "def add(a, b):\n    return int(a) + int(b)"  # passes the visible test, fails a hidden one
+    grader.grade(_submission(grader, truncating), "feedback_student")
+    text = html.unescape(grader.feedback("feedback_student"))
+    assert "add(2.5, 0.25) must be 2.75" in text  # the failing check's message is shown
+    for line in ("assert math.isclose(add(-7, 7), 0.0)",
+                 "assert math.isclose(add(2.5, 0.25), 2.75), 'add(2.5, 0.25) must be 2.75'"):
+        assert line not in text
+    assert "hidden tests: not shown" in text
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("p.grad = None\nsetattr(self, 'w', 1)\nsuper().__init__()", None),
+    ("torch.Tensor.__eq__ = f", "assigns to torch.Tensor.__eq__"),
+    ("import sys\nsys.modules['torch']", "uses sys.modules"),
+    ("x = locals()['get_ipython']", "uses locals"),
+    ("%%time\nmath.pi = 3", "inside a magic"),
+    ("type(model).forward = f", "an attribute of a class"),
+])
+def test_policy_names_the_construct(source, expected):
+    got = refusal(source, imported_names(["import torch\nimport math"]))
+    assert (got is None) if expected is None else (expected in got), got
