@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test check release bench grade
+.PHONY: setup lab test check release store bench grade student-copy
 
 setup: $(STAMP)
 
@@ -26,6 +26,7 @@ test: setup
 	$(PY) -m pytest tests notebooks --nbval-lax; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 	$(PY) -m autograder release --check
+	$(PY) -m autograder store --check
 	$(PY) -m autograder check --jobs $(CHECK_JOBS)
 
 release: setup
@@ -33,6 +34,13 @@ release: setup
 
 check: setup
 	$(PY) -m autograder check --jobs $(CHECK_JOBS)
+
+store: setup
+	$(PY) -m autograder store
+
+# What an instructor hands out: make student-copy DEST=../handout
+student-copy: setup
+	$(PY) -m autograder student-copy $(DEST)
 
 bench: setup
 	$(PY) benchmarks/bench.py

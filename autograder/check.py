@@ -114,7 +114,12 @@ def check_mutants(assignment: str, course: ScratchCourse, root: Path) -> Iterato
 
 def check_delegation(assignment: str, course: ScratchCourse, source) -> Iterator[Row]:
     """One row per generated delegation notebook: solution cells bound to helpers callables score 0."""
-    for k, (label, nb) in enumerate(delegation_notebooks(source, course.release)):
+    try:
+        notebooks = delegation_notebooks(source, course.release)
+    except Exception as exc:  # noqa: BLE001 - e.g. a helpers module that does not import
+        yield Row(assignment, "delegation", False, detail=f"could not list helpers: {first_line(exc)}")
+        return
+    for k, (label, nb) in enumerate(notebooks):
         yield attempt(assignment, f"delegation {k + 1}", partial(course.grade, nb, f"delegation_{k + 1}"),
                       lambda result, label=label: _zero_with(label, result))[0]
 

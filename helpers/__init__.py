@@ -4,8 +4,8 @@ Modules:
     cluster   -- a warm local gloo process group you can drive from a notebook cell
     ledger    -- the record of every collective each rank issued, priced as a ring
     models    -- tiny deterministic models and batches
-    costs     -- communication and memory calculators (reference answers)
-    reference -- single-process float64 references that hidden tests compare against
+    reference -- model factories (same or per-rank initialisation) and batches shared by the lessons
+    stored    -- results stored with the course for chapter figures (written by the instructor side)
     checks    -- student-facing self-checks with messages that teach
     plots     -- matplotlib figures of the chapters
     widgets   -- ipywidgets explorers

@@ -12,11 +12,16 @@ Vocabulary used by the chapter, the assignment and the hidden tests:
   ``L = 1/(S*D) * sum ||f(x_i) - y_i||^2`` with ``S`` samples in the window (all ranks) and
   ``D`` output features.
 
-References here are single-process and float64 (:func:`reference_training`); drivers named
-``*_on_rank`` run inside :func:`helpers.cluster.run` with the student's function;
-``assert_*`` checks run in the notebook and raise :class:`AssertionError` with a message that
-names the likely mistake. Communication is counted from the cluster's ledger, which sees
-DDP's gradient all-reduces only through a Python comm hook (:func:`register_ledger_hook`).
+Drivers named ``*_on_rank`` run inside :func:`helpers.cluster.run` with the student's
+function; ``assert_*`` checks run in the notebook and raise :class:`AssertionError` with a
+message that names the likely mistake. Communication is counted from the cluster's ledger,
+which sees DDP's gradient all-reduces only through a Python comm hook
+(:func:`register_ledger_hook`). The expected values of the visible tests and the numbers of
+the chapter's figure and explorer are results stored with the course
+(:func:`stored_reference`, :func:`stored_window_cost`); the references that compute them
+live on the instructor's side (``autograder.lessons.l04``).
+
+Units: sizes are rows (samples); communication is in bytes sent by one rank under a ring.
 """
 from __future__ import annotations
 
@@ -30,20 +35,30 @@ import torch.distributed as dist
 from matplotlib.figure import Figure
 from torch import nn
 
-from helpers.costs import ring_allreduce_bytes
+from helpers.data import tensors_from_json
 from helpers.ledger import Ledger
-from helpers.reference import SameInit, state_of, to_float64
+from helpers.reference import SameInit, state_of
+from helpers.stored import load
 
 MicroBatch = tuple[torch.Tensor, torch.Tensor]
 Window = list[list[MicroBatch]]  # window[rank][k]
 State = dict[str, torch.Tensor]
+CostCase = tuple[int, int, int, int, bool, int]  # num_params, bytes_per_element, world_size, K, no_sync, buckets
+
+STORED_REFERENCES = "04_visible_references"
+STORED_COSTS = "04_window_costs"
+# The explorer's slider values (parameters, gradient bytes per element, ranks, micro-batches per window).
+EXPLORER_PARAMS = (124_000_000, 350_000_000, 1_300_000_000, 7_000_000_000, 13_000_000_000,
+                   70_000_000_000, 175_000_000_000)
+EXPLORER_BYTES = (4, 2)
+EXPLORER_WORLD_SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+EXPLORER_MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 __all__ = [
-    "MicroBatch", "Window", "OptimizerSpec", "make_window", "window_samples", "window_loss",
-    "reference_training", "optimizer_state_of", "register_ledger_hook", "InfAfterReduce",
-    "train_windows_on_rank", "found_inf_on_rank", "gradient_allreduces",
-    "window_allreduce_cost", "assert_found_inf", "assert_windows_match",
-    "assert_window_communication", "assert_skipped_together", "assert_window_cost",
+    "MicroBatch", "Window", "OptimizerSpec", "make_window", "optimizer_state_of", "register_ledger_hook",
+    "InfAfterReduce", "train_windows_on_rank", "found_inf_on_rank", "gradient_allreduces",
+    "assert_found_inf", "assert_windows_match", "assert_window_communication", "assert_skipped_together",
+    "assert_window_cost", "stored_reference", "stored_window_cost",
     "plot_window_communication", "accumulation_explorer",
 ]
 
@@ -75,24 +90,6 @@ def make_window(
     return window
 
 
-def window_samples(window: Window) -> int:
-    """Number of samples (rows) in the whole window, over all ranks and micro-batches."""
-    return sum(len(x) for per_rank in window for x, _ in per_rank)
-
-
-def _concatenated(window: Window) -> MicroBatch:
-    xs = [x for per_rank in window for x, _ in per_rank]
-    ys = [y for per_rank in window for _, y in per_rank]
-    return torch.cat(xs), torch.cat(ys)
-
-
-def window_loss(model: nn.Module, window: Window) -> float:
-    """The window objective in float64: mean squared error over all samples on all ranks."""
-    x, y = _concatenated(window)
-    with torch.no_grad():
-        return float(nn.functional.mse_loss(to_float64(model)(x.double()), y.double()))
-
-
 # --------------------------------------------------------------------------- optimizers
 
 
@@ -122,41 +119,6 @@ def optimizer_state_of(optimizer: torch.optim.Optimizer, model: nn.Module) -> St
             t = value if torch.is_tensor(value) else torch.tensor(value)
             out[f"{name}.{key}"] = t.detach().clone().double() if key == "step" else t.detach().clone()
     return out
-
-
-# --------------------------------------------------------------------------- single-process reference
-
-
-def reference_training(
-    model: nn.Module, windows: Sequence[Window], spec: OptimizerSpec, max_norm: float,
-    skip: Iterable[int] = (),
-) -> dict[str, Any]:
-    """Single-process float64 training: one update per whole window, windows in ``skip`` skipped.
-
-    Per window: forward on the concatenated window, ``mse_loss`` (the window loss),
-    backward, ``clip_grad_norm_(max_norm)``, optimizer step, ``zero_grad``. Returns the
-    final ``state``, the optimizer ``opt_state`` (see :func:`optimizer_state_of`), the
-    window ``losses`` and the ``clip`` coefficients (min(1, max_norm/norm)).
-    ``model`` is not modified.
-    """
-    ref = to_float64(model)
-    opt = spec.build(ref.parameters())
-    skip = set(skip)
-    losses, clips = [], []
-    for w, window in enumerate(windows):
-        x, y = _concatenated(window)
-        loss = nn.functional.mse_loss(ref(x.double()), y.double())
-        losses.append(loss.item())
-        if w in skip:
-            clips.append(math.nan)
-            continue
-        loss.backward()
-        norm = float(torch.nn.utils.clip_grad_norm_(ref.parameters(), max_norm))
-        clips.append(min(1.0, max_norm / norm) if norm > 0 else 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    return {"state": state_of(ref), "opt_state": optimizer_state_of(opt, ref), "losses": losses,
-            "clip": clips}
 
 
 # --------------------------------------------------------------------------- comm hooks
@@ -306,20 +268,6 @@ def gradient_allreduces(ledger: Ledger, grad_numel: int, rank: int = 0) -> list[
     return [r.ring_bytes for r in ledger.records[rank] if r.op == "all_reduce" and r.numel == grad_numel]
 
 
-def window_allreduce_cost(
-    num_params: int, bytes_per_element: int, world_size: int, micro_batches: int, *,
-    no_sync: bool, num_buckets: int = 1,
-) -> tuple[int, float]:
-    """Gradient all-reduces per window and ring bytes each rank sends for them (reference).
-
-    With ``no_sync`` on the first K-1 micro-batches the gradient is reduced once per window;
-    without it, once per micro-batch. Each reduction issues ``num_buckets`` all-reduces whose
-    bytes add up to one ring all-reduce of the whole gradient, 2(N-1)/N * M bytes.
-    """
-    syncs = 1 if no_sync else micro_batches
-    return syncs * num_buckets, syncs * ring_allreduce_bytes(num_params, bytes_per_element, world_size)
-
-
 # --------------------------------------------------------------------------- checks
 
 
@@ -440,17 +388,50 @@ def assert_skipped_together(per_rank: Sequence[dict[str, Any] | None], expected_
                 raise AssertionError(f"[{case}] replicas diverged after the skipped window ({name!r}).")
 
 
-def assert_window_cost(fn: Callable[..., Any], cases: Sequence[tuple[int, int, int, int, bool, int]]) -> None:
-    """``fn`` agrees with :func:`window_allreduce_cost` on every case."""
-    for n, b, w, k, no_sync, buckets in cases:
+def assert_window_cost(fn: Callable[..., Any], cases: Sequence[tuple[CostCase, tuple[int, float]]]) -> None:
+    """``fn(n, b, w, k, no_sync=..., num_buckets=...)`` returns the expected ``(all_reduces, bytes)`` of every case."""
+    for (n, b, w, k, no_sync, buckets), exp in cases:
         got = fn(n, b, w, k, no_sync=no_sync, num_buckets=buckets)
-        exp = window_allreduce_cost(n, b, w, k, no_sync=no_sync, num_buckets=buckets)
         ok = (isinstance(got, tuple) and len(got) == 2 and got[0] == exp[0]
               and math.isclose(float(got[1]), exp[1], rel_tol=1e-9, abs_tol=1e-9))
         if not ok:
             raise AssertionError(
                 f"window_allreduce_cost({n}, {b}, {w}, {k}, no_sync={no_sync}, num_buckets={buckets}) "
                 f"returned {got!r}, expected {exp!r} (all-reduces, bytes per rank).")
+
+
+# --------------------------------------------------------------------------- results stored with the course
+
+
+def stored_reference(case: str) -> dict[str, Any]:
+    """A visible test's expected training result, stored with the course.
+
+    Single-process float64 training with one update per whole window (computed on the
+    instructor's side): the final ``state`` and ``opt_state`` (tensors) and the window
+    ``losses``, in the form :func:`assert_windows_match` takes.
+    """
+    cases = load(STORED_REFERENCES)
+    if case not in cases:
+        raise KeyError(f"no stored reference {case!r}; stored: {sorted(cases)}")
+    stored = cases[case]
+    return {"state": tensors_from_json(stored["state"]), "opt_state": tensors_from_json(stored["opt_state"]),
+            "losses": stored["losses"]}
+
+
+def stored_window_cost(num_params: int, bytes_per_element: int, world_size: int, micro_batches: int, *,
+                       no_sync: bool) -> tuple[int, float]:
+    """Stored ``(gradient all-reduces, ring bytes per rank)`` of one window, gradient in one bucket.
+
+    Stored are the explorer's grid (``EXPLORER_*`` values) and the chapter's measured
+    TinyMLP cases; other arguments raise ``KeyError``.
+    """
+    key = f"{int(num_params)},{bytes_per_element},{world_size},{micro_batches}"
+    table = load(STORED_COSTS)
+    if key not in table:
+        raise KeyError(f"no stored window cost for (num_params, bytes, world_size, K) = ({key}): stored are "
+                       f"the explorer's slider values and the chapter's cases")
+    count, sent = table[key]["no_sync" if no_sync else "every_micro_batch"]
+    return count, sent
 
 
 # --------------------------------------------------------------------------- figures and explorer
@@ -468,15 +449,16 @@ def plot_window_communication(
     """All-reduces and bytes per window against K, measured (markers) and the formula (lines).
 
     ``measured[label]`` holds ``"count"`` and ``"bytes"`` lists (per window, per rank) for each
-    K in ``micro_batches``; labels containing ``"no_sync"`` are compared with the formula
-    with ``no_sync=True``.
+    K in ``micro_batches``; labels containing ``"no_sync"`` (but not ``"without"``) are compared
+    with the formula with ``no_sync=True``. The formula's values are stored with the course
+    (:func:`stored_window_cost`).
     """
     fig = Figure(figsize=(9.0, 3.6), layout="constrained")
     ax_count, ax_bytes = fig.subplots(1, 2)
     colors = {True: "#2ca02c", False: "#d62728"}
     for label, data in measured.items():
         synced_once = "no_sync" in label and "without" not in label
-        formula = [window_allreduce_cost(num_params, bytes_per_element, world_size, k, no_sync=synced_once)
+        formula = [stored_window_cost(num_params, bytes_per_element, world_size, k, no_sync=synced_once)
                    for k in micro_batches]
         color = colors[synced_once]
         ax_count.plot(micro_batches, [c for c, _ in formula], color=color, lw=1.5, alpha=0.6)
@@ -498,28 +480,35 @@ def plot_window_communication(
     return fig
 
 
+def _size_label(num_params: int) -> str:
+    """``1.3 B`` or ``124 M`` (parameters)."""
+    return f"{num_params / 1e9:g} B" if num_params >= 1e9 else f"{num_params / 1e6:g} M"
+
+
 def accumulation_explorer(
-    num_params: float = 1.3e9, bytes_per_element: int = 2, world_size: int = 64, micro_batches: int = 8,
+    num_params: int = 1_300_000_000, bytes_per_element: int = 2, world_size: int = 64, micro_batches: int = 8,
     bandwidth_gb_s: float = 25.0, compute_ms: float = 40.0,
 ):
     """Sliders: per-window all-reduce bytes and time with and without ``no_sync``.
 
-    ``compute_ms`` is the forward+backward time of one micro-batch (ms); communication time
-    is the ring bytes divided by the link bandwidth (GB/s, 1 GB = 1e9 B), without overlap.
-    ``update()`` returns the numbers as a dict and redraws (works headless).
+    Parameters, gradient dtype, world size and K take the ``EXPLORER_*`` values, whose
+    communication is stored with the course (:func:`stored_window_cost`). ``compute_ms`` is the
+    forward+backward time of one micro-batch (ms); communication time is the ring bytes divided
+    by the link bandwidth (GB/s, 1 GB = 1e9 B), without overlap. ``update()`` returns the numbers
+    as a dict and redraws (works headless).
     """
     import ipywidgets as W
     from IPython.display import Image, display
 
     style, layout = {"description_width": "170px"}, W.Layout(width="520px")
-    p = W.FloatLogSlider(value=num_params, base=10, min=6, max=11, step=0.05, description="parameters",
-                         style=style, layout=layout, continuous_update=False, readout_format=".3g")
+    p = W.SelectionSlider(options=[(_size_label(n), n) for n in EXPLORER_PARAMS], value=int(num_params),
+                          description="parameters", style=style, layout=layout, continuous_update=False)
     b = W.Dropdown(options=[("float32 (4 B)", 4), ("bf16 (2 B)", 2)], value=bytes_per_element,
                    description="gradient dtype", style=style, layout=layout)
-    n = W.IntSlider(value=world_size, min=2, max=1024, description="world size N", style=style, layout=layout,
-                    continuous_update=False)
-    k = W.IntSlider(value=micro_batches, min=1, max=64, description="micro-batches K", style=style,
-                    layout=layout, continuous_update=False)
+    n = W.SelectionSlider(options=list(EXPLORER_WORLD_SIZES), value=world_size, description="world size N",
+                          style=style, layout=layout, continuous_update=False)
+    k = W.SelectionSlider(options=list(EXPLORER_MICRO_BATCHES), value=micro_batches, description="micro-batches K",
+                          style=style, layout=layout, continuous_update=False)
     bw = W.FloatLogSlider(value=bandwidth_gb_s, base=10, min=-1, max=3, step=0.05, description="bandwidth (GB/s)",
                           style=style, layout=layout, continuous_update=False, readout_format=".3g")
     c = W.FloatLogSlider(value=compute_ms, base=10, min=0, max=3, step=0.05, description="compute / micro-batch (ms)",
@@ -527,10 +516,10 @@ def accumulation_explorer(
     summary, out = W.HTML(), W.Output()
 
     def update(*_: Any) -> dict[str, float]:
-        m, kk, nn_ = int(round(p.value)), int(k.value), int(n.value)
+        kk, nn_ = int(k.value), int(n.value)
         result: dict[str, float] = {"micro_batches": kk, "world_size": nn_}
         for sync in (True, False):
-            count, sent = window_allreduce_cost(m, int(b.value), nn_, kk, no_sync=sync)
+            count, sent = stored_window_cost(p.value, int(b.value), nn_, kk, no_sync=sync)
             key = "no_sync" if sync else "every_micro_batch"
             result[f"{key}_allreduces"] = count
             result[f"{key}_bytes"] = sent

@@ -1,18 +1,19 @@
 """Lesson 03, gradient buckets: the chapter's figures and its explorer.
 
-Everything here draws what :mod:`helpers.buckets` computes; nothing recomputes a schedule
-its own way. Conventions:
+Everything here draws numbers it is given: buckets measured on a real DDP, or schedules and
+tails stored with the course (``helpers/stored/03_*.json``, written by the instructor side),
+never a schedule computed here. Conventions:
 
 * ``param_bytes[i]`` is the gradient size in **bytes** of parameter ``i`` (registration order);
 * a bucket is a list of parameter indices, buckets are listed in launch order, and the
   concatenation of the buckets is the ready order the assignment walked;
-* every time argument is in **seconds** (``grad_ready_s``, ``alpha_s``; ``beta_s_per_byte`` is
-  seconds per byte); figures show milliseconds;
+* a schedule is one ``(ready, start, finish)`` triple per bucket, in **seconds**, like every
+  other time argument (``grad_ready_s``); figures show milliseconds;
 * caps are bytes; labels use binary units (KiB, MiB) because DDP's ``bucket_cap_mb`` counts MiB.
 
 Figures are :class:`matplotlib.figure.Figure` objects built without ``pyplot`` (see
 :mod:`helpers.plots`). The explorer returns an ``ipywidgets.VBox`` with an ``update()`` method
-that recomputes, redraws and returns the numbers, so it also runs headless.
+that looks up the stored numbers, redraws and returns them, so it also runs headless.
 """
 from __future__ import annotations
 
@@ -24,23 +25,25 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
-from helpers.buckets import Buckets, allreduce_seconds, assign_buckets, communication_schedule
+from helpers.buckets import Buckets
 from helpers.plots import _COLORS
+from helpers.stored import load
 
 __all__ = [
     "format_binary_bytes",
     "synthetic_layers",
-    "tail_by_cap",
     "best_caps",
     "plot_bucket_assignment",
     "plot_bucket_timeline",
     "plot_bucket_timelines",
     "plot_tail_vs_cap",
+    "network_title",
     "plot_enqueue_vs_completion",
     "bucket_explorer",
 ]
 
 MIB = 2**20
+Schedule = Sequence[Sequence[float]]
 
 
 def format_binary_bytes(num_bytes: float) -> str:
@@ -94,42 +97,10 @@ def synthetic_layers(num_layers: int = 24, weight_bytes: int = 8 * MIB, bias_byt
     return param_bytes, grad_ready_s
 
 
-def tail_by_cap(
-    grad_ready_s: Sequence[float],
-    param_bytes: Sequence[int],
-    world_size: int,
-    alpha_s: float,
-    beta_s_per_byte: float,
-    caps: Sequence[int] | None = None,
-    first_bucket_cap_bytes: int | None = None,
-    ready_order: Sequence[int] | None = None,
-) -> list[tuple[int, float, int]]:
-    """``(cap_bytes, tail_s, num_buckets)`` for each bucket cap, with DDP's assignment.
-
-    ``caps`` defaults to 97 caps spaced evenly in log from a quarter of the smallest gradient
-    (every parameter alone in its bucket) to the total gradient bytes (one bucket).
-    ``first_bucket_cap_bytes=None`` gives the first bucket the same cap as the others. The
-    tail (seconds) is
-    :func:`helpers.buckets.communication_tail`: last finish minus the last gradient's ready time.
-    """
-    total = sum(param_bytes)
-    if caps is None:
-        lo = max(1, min(b for b in param_bytes if b > 0) // 4)
-        hi = max(lo + 1, total)
-        caps = sorted({int(round(lo * (hi / lo) ** (k / 96))) for k in range(97)})
-    end = max(grad_ready_s)
-    out = []
-    for cap in caps:
-        buckets = assign_buckets(param_bytes, int(cap), first_bucket_cap_bytes, ready_order)
-        schedule = communication_schedule(grad_ready_s, param_bytes, buckets, world_size, alpha_s, beta_s_per_byte)
-        out.append((int(cap), schedule[-1][2] - end, len(buckets)))
-    return out
-
-
 def best_caps(rows: Sequence[tuple[int, float, int]], rel_tol: float = 1e-3) -> tuple[int, int, float]:
     """``(smallest cap, largest cap, tail_s)`` of the first run of caps reaching the minimum tail.
 
-    ``rows`` are :func:`tail_by_cap` rows sorted by cap. The tail is usually flat over a range of
+    ``rows`` are ``(cap_bytes, tail_s, num_buckets)`` rows sorted by cap. The tail is usually flat over a range of
     caps (the buckets do not change), so the best cap is a range, not a number.
     """
     if not rows:
@@ -226,18 +197,14 @@ def plot_bucket_assignment(
 def _draw_timeline(
     ax: Axes,
     grad_ready_s: Sequence[float],
-    param_bytes: Sequence[int],
     buckets: Buckets,
-    world_size: int,
-    alpha_s: float,
-    beta_s_per_byte: float,
+    schedule: Schedule,
     backward_end_s: float | None,
 ) -> dict[str, float]:
     """Draw one backward/communication Gantt chart on ``ax`` (ms); return its numbers (s)."""
-    _check_buckets(buckets, len(param_bytes))
-    if len(grad_ready_s) != len(param_bytes):
-        raise ValueError("need one ready time per parameter")
-    schedule = communication_schedule(grad_ready_s, param_bytes, buckets, world_size, alpha_s, beta_s_per_byte)
+    _check_buckets(buckets, len(grad_ready_s))
+    if len(schedule) != len(buckets):
+        raise ValueError(f"need one (ready, start, finish) per bucket: {len(schedule)} for {len(buckets)} buckets")
     end = max(grad_ready_s) if backward_end_s is None else backward_end_s
     start0 = min(0.0, min(grad_ready_s))
     last_finish = schedule[-1][2]
@@ -283,29 +250,24 @@ def _timeline_title(result: Mapping[str, float]) -> str:
 
 def plot_bucket_timeline(
     grad_ready_s: Sequence[float],
-    param_bytes: Sequence[int],
     buckets: Buckets,
-    world_size: int,
-    alpha_s: float,
-    beta_s_per_byte: float,
+    schedule: Schedule,
     backward_end_s: float | None = None,
     *,
     title: str | None = None,
 ) -> Figure:
-    """Gantt chart of backward and the bucketed all-reduces under the alpha-beta model.
+    """Gantt chart of backward and the bucketed all-reduces of a given schedule.
 
     Row "backward": the backward pass (grey) from 0 s to ``backward_end_s`` (default: the last
     gradient's ready time) with a tick at each gradient's ready time, coloured by its bucket.
-    Row "communication": one box per bucket from its start to its finish as computed by
-    :func:`helpers.buckets.communication_schedule` (one all-reduce at a time, in bucket order);
-    a triangle marks when the bucket became ready, a dotted line how long it waited for the
-    channel. The hatched red span is the exposed tail: from the end of backward to the last
-    finish. Inputs in seconds and bytes, axis in ms.
+    Row "communication": one box per bucket from its start to its finish, as ``schedule``
+    gives them (``(ready, start, finish)`` seconds per bucket); a triangle marks when the
+    bucket became ready, a dotted line how long it waited for the channel. The red span is the
+    exposed tail: from the end of backward to the last finish. Inputs in seconds, axis in ms.
     """
     fig = Figure(figsize=(9.0, 2.9), layout="constrained")
     ax = fig.add_subplot()
-    result = _draw_timeline(ax, grad_ready_s, param_bytes, buckets, world_size, alpha_s, beta_s_per_byte,
-                            backward_end_s)
+    result = _draw_timeline(ax, grad_ready_s, buckets, schedule, backward_end_s)
     ax.set_xlabel("time since backward started (ms)")
     ax.set_title(title or _timeline_title(result), fontsize=10)
     return fig
@@ -313,28 +275,23 @@ def plot_bucket_timeline(
 
 def plot_bucket_timelines(
     grad_ready_s: Sequence[float],
-    param_bytes: Sequence[int],
-    buckets_by_label: Mapping[str, Buckets],
-    world_size: int,
-    alpha_s: float,
-    beta_s_per_byte: float,
+    cases: Mapping[str, tuple[Buckets, Schedule]],
     backward_end_s: float | None = None,
     *,
     title: str | None = None,
 ) -> Figure:
-    """Several :func:`plot_bucket_timeline` panels, one per bucket assignment, on one time axis.
+    """Several :func:`plot_bucket_timeline` panels on one time axis.
 
-    ``buckets_by_label`` maps a panel label (e.g. ``"cap 25 MiB"``) to buckets of the same
-    parameters; every panel uses the same ready times (seconds), sizes (bytes) and network.
+    ``cases`` maps a panel label (e.g. ``"cap 25 MiB"``) to ``(buckets, schedule)`` of the
+    same parameters; every panel uses the same ready times (seconds).
     """
-    if not buckets_by_label:
-        raise ValueError("buckets_by_label is empty")
-    n = len(buckets_by_label)
+    if not cases:
+        raise ValueError("cases is empty")
+    n = len(cases)
     fig = Figure(figsize=(9.0, 0.6 + 2.2 * n), layout="constrained")
     axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (label, buckets) in zip(axes, buckets_by_label.items()):
-        result = _draw_timeline(ax, grad_ready_s, param_bytes, buckets, world_size, alpha_s, beta_s_per_byte,
-                                backward_end_s)
+    for ax, (label, (buckets, schedule)) in zip(axes, cases.items()):
+        result = _draw_timeline(ax, grad_ready_s, buckets, schedule, backward_end_s)
         ax.set_title(f"{label}: {_timeline_title(result)}", fontsize=9, loc="left")
     axes[-1].set_xlabel("time since backward started (ms)")
     if title:
@@ -346,32 +303,23 @@ def plot_bucket_timelines(
 
 
 def plot_tail_vs_cap(
-    grad_ready_s: Sequence[float],
-    param_bytes: Sequence[int],
-    world_size: int,
-    alpha_s: float,
-    beta_s_per_byte: float,
-    caps: Sequence[int] | None = None,
-    first_bucket_cap_bytes: int | None = None,
-    ready_order: Sequence[int] | None = None,
+    rows: Sequence[Sequence[float]],
+    per_tensor_tail_s: float,
+    one_bucket_tail_s: float,
     *,
     marked_cap: int | None = None,
-    title: str | None = None,
+    title: str,
 ) -> Figure:
-    """Modelled communication tail (ms) against the bucket cap (bytes, log axis).
+    """Communication tail (ms) against the bucket cap (bytes, log axis), from given rows.
 
-    One point per cap from :func:`tail_by_cap`. Small caps make many buckets, each paying
-    ``2(N-1)·alpha``; a cap of the whole gradient makes one bucket that cannot start before
-    backward ends. The dashed lines are those two extremes, the green band and star the best
-    caps on the grid (:func:`best_caps`), the grey line (right axis) the number of buckets.
-    ``marked_cap`` draws a vertical line at one cap (e.g. a slider's value).
+    ``rows`` are ``(cap_bytes, tail_s, num_buckets)`` sorted by cap (DDP's assignment at each
+    cap). Small caps make many buckets, each paying ``2(N-1)·alpha``; a cap of the whole
+    gradient makes one bucket that cannot start before backward ends. The dashed lines are
+    the tails of those two extremes (seconds), the green band and star the best caps of the
+    rows (:func:`best_caps`), the grey line (right axis) the number of buckets.
+    ``marked_cap`` (one of the rows' caps) draws a vertical line there (e.g. a slider's value).
     """
-    rows = tail_by_cap(grad_ready_s, param_bytes, world_size, alpha_s, beta_s_per_byte, caps,
-                       first_bucket_cap_bytes, ready_order)
-    if marked_cap is not None:
-        rows = sorted(set(rows) | set(tail_by_cap(grad_ready_s, param_bytes, world_size, alpha_s, beta_s_per_byte,
-                                                  [marked_cap], first_bucket_cap_bytes, ready_order)))
-    xs = [c for c, _, _ in rows]
+    xs = [int(c) for c, _, _ in rows]
     tails = [t * 1e3 for _, t, _ in rows]
     fig = Figure(figsize=(7.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
@@ -383,38 +331,36 @@ def plot_tail_vs_cap(
     ax.set_zorder(count_ax.get_zorder() + 1)
     ax.patch.set_visible(False)
     ax.step(xs, tails, where="post", color=_COLORS[0], lw=2, label="tail with DDP's assignment")
-    n = len(param_bytes)
-    order = list(reversed(range(n))) if ready_order is None else list(ready_order)
-    end = max(grad_ready_s)
-    extremes = [
-        ("every tensor in its own bucket", [[i] for i in order], _COLORS[1]),
-        ("everything in one bucket", [order], _COLORS[3]),
-    ]
-    for label, buckets, color in extremes:
-        sched = communication_schedule(grad_ready_s, param_bytes, buckets, world_size, alpha_s, beta_s_per_byte)
-        value = (sched[-1][2] - end) * 1e3
-        ax.axhline(value, color=color, ls="--", lw=1.2, label=f"{label}: {value:.3g} ms")
+    for label, value, color in (("every tensor in its own bucket", per_tensor_tail_s, _COLORS[1]),
+                                ("everything in one bucket", one_bucket_tail_s, _COLORS[3])):
+        ax.axhline(value * 1e3, color=color, ls="--", lw=1.2, label=f"{label}: {value * 1e3:.3g} ms")
     lo, hi, best = best_caps(rows)
     ax.axvspan(lo, hi, color=_COLORS[2], alpha=0.15, lw=0)
     span = (f"{format_binary_bytes(lo)} – {format_binary_bytes(hi)}" if hi > lo else format_binary_bytes(lo))
     ax.plot([math.sqrt(lo * hi)], [best * 1e3], marker="*", ms=15, color=_COLORS[2], ls="none", zorder=5,
             label=f"best caps {span}: {best * 1e3:.3g} ms")
     if marked_cap is not None:
+        if int(marked_cap) not in xs:
+            raise ValueError(f"marked_cap {marked_cap} is not one of the rows' caps")
         k = xs.index(int(marked_cap))
         ax.axvline(marked_cap, color="k", lw=1, ls=":")
         ax.plot([marked_cap], [tails[k]], "o", color="k", ms=6, zorder=5,
                 label=f"cap {format_binary_bytes(marked_cap)}: {tails[k]:.3g} ms, {rows[k][2]} buckets")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_binary_bytes(v)))
-    ax.set_ylim(0, max(tails) * 1.15)
+    ax.set_ylim(0, max(tails + [per_tensor_tail_s * 1e3, one_bucket_tail_s * 1e3]) * 1.15)
     ax.set_xlabel("bucket cap (log scale)")
     ax.set_ylabel("communication tail after backward (ms)")
-    first = "" if first_bucket_cap_bytes is None else f", first bucket {format_binary_bytes(first_bucket_cap_bytes)}"
-    ax.set_title(title or f"N = {world_size}, α = {alpha_s * 1e6:.3g} µs, 1/β = {1e-9 / beta_s_per_byte:.3g} GB/s"
-                 f"{first}", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(0.08, 0.58))
     return fig
+
+
+def network_title(world_size: int, alpha_s: float, beta_s_per_byte: float, first_bucket_cap_bytes: int | None) -> str:
+    """``N = 8, α = 100 µs, 1/β = 10 GB/s, first bucket 1 MiB``: a figure title for a network."""
+    first = "" if first_bucket_cap_bytes is None else f", first bucket {format_binary_bytes(first_bucket_cap_bytes)}"
+    return f"N = {world_size}, α = {alpha_s * 1e6:.4g} µs, 1/β = {1e-9 / beta_s_per_byte:.4g} GB/s{first}"
 
 
 # --------------------------------------------------------------------------- measured events
@@ -450,11 +396,12 @@ def plot_enqueue_vs_completion(
     marks: Mapping[str, float] | None = None,
     title: str = "Measured on gloo: returning from all_reduce(async_op=True) is not completing it",
 ) -> Figure:
-    """Per bucket: launch → ``all_reduce(async_op=True)`` returned, versus launch → ``wait()`` returned.
+    """Per bucket: launch → ``all_reduce(async_op=True)`` returned, versus launch → the all-reduce completed.
 
-    ``events`` are :class:`helpers.buckets.ReferenceGradBuckets` events ``(kind, bucket,
-    perf_counter seconds)`` with kinds ``"launch"``, ``"enqueued"``, ``"done"`` from one rank
-    (several iterations are paired launch by launch). Left: a timeline in ms since the first
+    ``events`` are ``(kind, bucket, perf_counter seconds)`` with kinds ``"launch"`` (just
+    before the call), ``"enqueued"`` (the call returned) and ``"done"`` (the all-reduce
+    completed) from one rank, e.g. recorded by a DDP communication hook (several iterations
+    are paired launch by launch). Left: a timeline in ms since the first
     launch, dark for the call, light while the all-reduce is in flight; ``marks`` adds labelled
     vertical lines at other ``perf_counter`` instants (e.g. when backward returned). Right: the
     two durations per launch in ms, log scale.
@@ -473,11 +420,11 @@ def plot_enqueue_vs_completion(
     for y, (b, launch, enq, done) in enumerate(rows):
         color = _bucket_color(b)
         ax_t.barh(y, (done - enq) * ms, left=(enq - t0) * ms, height=0.5, color=color, alpha=0.3,
-                  label="in flight: until wait() returned" if y == 0 else None)
+                  label="in flight: until the all-reduce completed" if y == 0 else None)
         ax_t.barh(y, max((enq - launch) * ms, 1e-3), left=(launch - t0) * ms, height=0.5, color=color,
                   edgecolor="k", lw=0.5, label="all_reduce(async_op=True) call" if y == 0 else None)
         ax_t.plot([(done - t0) * ms], [y], "|", color="k", ms=12, mew=2,
-                  label="wait() returned" if y == 0 else None)
+                  label="all-reduce completed" if y == 0 else None)
     for k, (label, t) in enumerate((marks or {}).items()):
         ax_t.axvline((t - t0) * ms, color=_COLORS[(k + 1) % len(_COLORS)], ls="--", lw=1.2, label=label)
     ax_t.set_yticks(range(len(rows)), labels)
@@ -493,7 +440,7 @@ def plot_enqueue_vs_completion(
     ys = range(len(rows))
     ax_b.barh([y - 0.2 for y in ys], enqueue, height=0.38, color="0.25", label="launch → call returned (enqueued)")
     ax_b.barh([y + 0.2 for y in ys], complete, height=0.38, color=_COLORS[0], alpha=0.7,
-              label="launch → wait() returned (done)")
+              label="launch → all-reduce completed (done)")
     for y, (e, c) in enumerate(zip(enqueue, complete)):
         ax_b.text(c, y + 0.2, f" {c / e:.0f}×" if e > 0 else "", va="center", fontsize=7)
     ax_b.set_xscale("log")
@@ -512,85 +459,97 @@ def plot_enqueue_vs_completion(
 # --------------------------------------------------------------------------- explorer
 
 
+def _choice(name: str, value: float, options: Sequence[float]) -> float:
+    """``value`` if it is one of the stored grid's ``options`` (else ``ValueError``)."""
+    for option in options:
+        if math.isclose(value, option, rel_tol=1e-9):
+            return option
+    raise ValueError(f"{name}={value!r} is not on the stored grid; choose one of {list(options)}")
+
+
+def _network(grid: Mapping[str, Any], world_size: int, alpha_s: float, bandwidth_gb_s: float) -> Mapping[str, Any]:
+    for net in grid["networks"]:
+        if (net["world_size"], net["alpha_s"], net["bandwidth_gb_s"]) == (world_size, alpha_s, bandwidth_gb_s):
+            return net
+    raise KeyError(f"no stored network N={world_size}, alpha={alpha_s}, {bandwidth_gb_s} GB/s")
+
+
 def bucket_explorer(
-    num_layers: int = 24,
-    weight_bytes: int = 8 * MIB,
-    bias_bytes: int = 8 * 1024,
-    layer_backward_ms: float = 3.0,
-    bucket_cap_mb: float = 25.0,
-    first_bucket_cap_mb: float = 1.0,
+    bucket_cap_bytes: int = 25 * MIB,
+    first_bucket_cap_bytes: int = MIB,
     world_size: int = 8,
     alpha_us: float = 100.0,
     bandwidth_gb_s: float = 10.0,
 ):
-    """Sliders for DDP's bucket caps and the network, over a :func:`synthetic_layers` model.
+    """Sliders for DDP's bucket caps and the network, over the stored synthetic model.
 
-    The model is fixed: ``num_layers`` layers of ``weight_bytes`` + ``bias_bytes`` bytes of
-    gradient, ``layer_backward_ms`` milliseconds of backward each. Controls: bucket cap and
-    first-bucket cap (MiB, log sliders), world size N, latency alpha (µs) and link bandwidth
-    1/beta (GB/s, 1 GB = 1e9 B). Shows the timeline and the tail against the cap. Returns an
-    ``ipywidgets.VBox`` with ``update()``, which recomputes, redraws and returns the numbers
-    (seconds and bytes), ``controls`` (the sliders by name) and ``summary`` (the HTML line).
+    The model and the grid of results are stored with the course (``03_explorer``): a stack
+    of identical layers (see :func:`synthetic_layers`), and for every combination of bucket
+    cap, first-bucket cap (bytes), world size N, latency alpha (µs) and link bandwidth 1/beta
+    (GB/s, 1 GB = 1e9 B) on the grid, the number of buckets, the tail and the start of the
+    first all-reduce (seconds). The arguments must be grid values. Shows the tail against the
+    cap with the current cap marked. Returns an ``ipywidgets.VBox`` with ``update()``, which
+    looks up the numbers, redraws and returns them (seconds and bytes), ``controls`` (the
+    sliders by name) and ``summary`` (the HTML line).
     """
     import ipywidgets as W
     from IPython.display import Image, display
 
-    param_bytes, grad_ready_s = synthetic_layers(num_layers, weight_bytes, bias_bytes, layer_backward_ms * 1e-3)
+    grid = load("03_explorer")
+    model = grid["model"]
+    caps, firsts = grid["caps_bytes"], grid["first_caps_bytes"]
     style, layout = {"description_width": "170px"}, W.Layout(width="540px")
     common = {"style": style, "layout": layout, "continuous_update": False}
-    cap_slider = W.FloatLogSlider(value=bucket_cap_mb, base=2, min=-10, max=10, step=0.25,
-                                  description="bucket cap (MiB)", readout_format=".3g", **common)
-    first_slider = W.FloatLogSlider(value=first_bucket_cap_mb, base=2, min=-10, max=10, step=0.25,
-                                    description="first-bucket cap (MiB)", readout_format=".3g", **common)
-    n_slider = W.IntSlider(value=world_size, min=2, max=256, description="world size N", **common)
-    alpha_slider = W.FloatLogSlider(value=alpha_us, base=10, min=0, max=3, step=0.05,
-                                    description="latency α (µs)", readout_format=".3g", **common)
-    bw_slider = W.FloatLogSlider(value=bandwidth_gb_s, base=10, min=-1, max=3, step=0.05,
-                                 description="bandwidth 1/β (GB/s)", readout_format=".3g", **common)
+
+    def slider(description: str, options: Sequence[float], value: float, label) -> Any:
+        return W.SelectionSlider(options=[(label(v), v) for v in options], value=_choice(description, value, options),
+                                 description=description, **common)
+
+    controls = {
+        "bucket_cap": slider("bucket cap", caps, bucket_cap_bytes, format_binary_bytes),
+        "first_bucket_cap": slider("first-bucket cap", firsts, first_bucket_cap_bytes, format_binary_bytes),
+        "world_size": slider("world size N", grid["world_sizes"], world_size, str),
+        "alpha_us": slider("latency α (µs)", [a * 1e6 for a in grid["alphas_s"]], alpha_us, lambda v: f"{v:g}"),
+        "bandwidth_gb_s": slider("bandwidth 1/β (GB/s)", grid["bandwidths_gb_s"], bandwidth_gb_s,
+                                 lambda v: f"{v:g}"),
+    }
     summary, out = W.HTML(), W.Output()
+    backward = model["num_layers"] * model["layer_backward_s"]
 
     def update(*_: Any) -> dict[str, Any]:
-        cap = max(1, int(round(cap_slider.value * MIB)))
-        first = max(1, int(round(first_slider.value * MIB)))
-        n, alpha, beta = int(n_slider.value), alpha_slider.value * 1e-6, 1.0 / (bw_slider.value * 1e9)
-        buckets = assign_buckets(param_bytes, cap, first)
-        schedule = communication_schedule(grad_ready_s, param_bytes, buckets, n, alpha, beta)
-        backward = max(grad_ready_s)
-        sweep = tail_by_cap(grad_ready_s, param_bytes, n, alpha, beta, first_bucket_cap_bytes=first)
-        best_lo, best_hi, best_tail = best_caps(sweep)
+        cap, first = controls["bucket_cap"].value, controls["first_bucket_cap"].value
+        n, bw = controls["world_size"].value, controls["bandwidth_gb_s"].value
+        alpha = grid["alphas_s"][[a * 1e6 for a in grid["alphas_s"]].index(controls["alpha_us"].value)]
+        net = _network(grid, n, alpha, bw)
+        f = firsts.index(first)
+        rows = [(c, t, k) for c, t, k in zip(caps, net["tail_s"][f], grid["num_buckets"][f])]
+        c = caps.index(cap)
+        best_lo, best_hi, best_tail = best_caps(rows)
         result = {
             "bucket_cap_bytes": cap, "first_bucket_cap_bytes": first, "world_size": n, "alpha_s": alpha,
-            "beta_s_per_byte": beta, "buckets": buckets, "num_buckets": len(buckets), "backward_s": backward,
-            "communication_s": sum(f - s for _, s, f in schedule), "tail_s": schedule[-1][2] - backward,
-            "one_bucket_s": allreduce_seconds(sum(param_bytes), n, alpha, beta),
-            "best_caps_bytes": (best_lo, best_hi), "best_tail_s": best_tail,
+            "beta_s_per_byte": 1.0 / (bw * 1e9), "num_buckets": rows[c][2], "backward_s": backward,
+            "tail_s": rows[c][1], "first_start_s": net["first_start_s"][f][c],
+            "one_bucket_s": net["one_bucket_tail_s"], "best_caps_bytes": (best_lo, best_hi), "best_tail_s": best_tail,
         }
         summary.value = (
-            f"<b>{len(buckets)} buckets</b> · backward {backward * 1e3:.3g} ms · all-reduces busy "
-            f"{result['communication_s'] * 1e3:.3g} ms · <b>tail after backward "
-            f"{result['tail_s'] * 1e3:.3g} ms</b><br>"
+            f"<b>{result['num_buckets']} buckets</b> · backward {backward * 1e3:.3g} ms · first all-reduce starts at "
+            f"{result['first_start_s'] * 1e3:.3g} ms · <b>tail after backward {result['tail_s'] * 1e3:.3g} ms</b><br>"
             f"one bucket (no overlap) would leave {result['one_bucket_s'] * 1e3:.3g} ms · best caps with this "
             f"first bucket: {format_binary_bytes(best_lo)} – {format_binary_bytes(best_hi)}, tail "
             f"{best_tail * 1e3:.3g} ms")
-        figures = [
-            plot_bucket_timeline(grad_ready_s, param_bytes, buckets, n, alpha, beta,
-                                 title=f"{num_layers} layers × {format_binary_bytes(weight_bytes + bias_bytes)}, "
-                                       f"cap {format_binary_bytes(cap)}, first {format_binary_bytes(first)}: "
-                                       f"{len(buckets)} buckets, tail {result['tail_s'] * 1e3:.3g} ms"),
-            plot_tail_vs_cap(grad_ready_s, param_bytes, n, alpha, beta, first_bucket_cap_bytes=first,
-                             marked_cap=cap),
-        ]
+        fig = plot_tail_vs_cap(rows, net["per_tensor_tail_s"], net["one_bucket_tail_s"], marked_cap=cap,
+                               title=f"{model['num_layers']} layers × "
+                                     f"{format_binary_bytes(model['weight_bytes'] + model['bias_bytes'])}, "
+                                     f"{model['layer_backward_s'] * 1e3:g} ms each; "
+                                     + network_title(n, alpha, result["beta_s_per_byte"], first))
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=80)  # a PNG needs no matplotlib backend in the kernel
         with out:
             out.clear_output(wait=True)
-            for fig in figures:
-                png = io.BytesIO()
-                fig.savefig(png, format="png", dpi=80)  # a PNG needs no matplotlib backend in the kernel
-                display(Image(data=png.getvalue(), format="png"))
+            display(Image(data=png.getvalue(), format="png"))
         box.last_result = result
         return result
 
-    controls = {"bucket_cap_mb": cap_slider, "first_bucket_cap_mb": first_slider, "world_size": n_slider,
-                "alpha_us": alpha_slider, "bandwidth_gb_s": bw_slider}
     for w in controls.values():
         w.observe(update, names="value")
     box = W.VBox([*controls.values(), summary, out])

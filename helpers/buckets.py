@@ -1,4 +1,4 @@
-"""Lesson 03, gradient buckets: references, a slow-network harness, rank-side drivers, checks.
+"""Lesson 03, gradient buckets: rank-side drivers, a real DDP's buckets, and self-checks.
 
 Vocabulary used throughout:
 
@@ -10,10 +10,13 @@ Vocabulary used throughout:
   buckets are listed in the order they are launched, which must be the same on every rank.
 
 Times are seconds, sizes bytes, alpha is seconds per message, beta seconds per byte.
+Nothing here computes an answer of the assignment: the checks compare with values written
+in the test, or verify the stated rule bucket by bucket, and the drivers call the student's
+code the way its contract says.
 """
 from __future__ import annotations
 
-import time
+import copy
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
@@ -22,112 +25,12 @@ import torch.distributed as dist
 from torch import nn
 
 from helpers.checks import first_difference, rounded
-from helpers.costs import ring_allreduce_bytes
+from helpers.reference import mean_of, mse, rank_shard, set_rank_gradients
 from helpers.slow_network import SlowNetwork
-from helpers.reference import mean_of, mse, rank_shard, set_rank_gradients, sgd_reference, state_of
 
 Buckets = list[list[int]]
 MB = 2**20  # DDP's bucket_cap_mb counts MiB
-
-
-# --------------------------------------------------------------------------- references
-
-
-def assign_buckets(
-    param_bytes: Sequence[int],
-    bucket_cap_bytes: int,
-    first_bucket_cap_bytes: int | None = None,
-    ready_order: Sequence[int] | None = None,
-) -> Buckets:
-    """DDP's bucket assignment (``dist._compute_bucket_assignment_by_size``, one dtype).
-
-    Walk the parameters in ``ready_order`` (default: reverse registration order), append
-    each to the open bucket and close the bucket as soon as its bytes reach its cap
-    (``>=``). The first bucket's cap is ``first_bucket_cap_bytes`` (default: the common
-    cap), every later bucket's is ``bucket_cap_bytes``. A non-empty open bucket at the end
-    is the last bucket.
-    """
-    order = list(reversed(range(len(param_bytes)))) if ready_order is None else list(ready_order)
-    cap = bucket_cap_bytes if first_bucket_cap_bytes is None else first_bucket_cap_bytes
-    buckets: Buckets = []
-    current: list[int] = []
-    size = 0
-    for i in order:
-        current.append(i)
-        size += param_bytes[i]
-        if size >= cap:
-            buckets.append(current)
-            current, size, cap = [], 0, bucket_cap_bytes
-    if current:
-        buckets.append(current)
-    return buckets
-
-
-def torch_bucket_assignment(
-    param_bytes: Sequence[int],
-    bucket_cap_bytes: int,
-    first_bucket_cap_bytes: int | None = None,
-    ready_order: Sequence[int] | None = None,
-) -> Buckets:
-    """The same assignment computed by PyTorch's own C++ function (the ground truth).
-
-    Builds float32 tensors of the given byte sizes in ready order and calls
-    ``dist._compute_bucket_assignment_by_size`` with DDP's size limits
-    ``[first cap, cap]`` and the ready order as tensor indices, as DDP's bucket rebuild does.
-    """
-    order = list(reversed(range(len(param_bytes)))) if ready_order is None else list(ready_order)
-    if any(b % 4 for b in param_bytes):
-        raise ValueError("param_bytes must be multiples of 4 (float32 gradients)")
-    tensors = [torch.empty(param_bytes[i] // 4) for i in order]
-    first = bucket_cap_bytes if first_bucket_cap_bytes is None else first_bucket_cap_bytes
-    limits = [first, bucket_cap_bytes] if first != bucket_cap_bytes else [bucket_cap_bytes]
-    buckets, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [False] * len(order), order)
-    return [list(b) for b in buckets]
-
-
-def allreduce_seconds(message_bytes: float, world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
-    """Alpha-beta time of one ring all-reduce: ``2(N-1) alpha + 2(N-1)/N * bytes * beta``."""
-    if world_size == 1:
-        return 0.0
-    return 2 * (world_size - 1) * alpha_s + ring_allreduce_bytes(int(message_bytes), 1, world_size) * beta_s_per_byte
-
-
-def communication_schedule(
-    grad_ready_s: Sequence[float],
-    param_bytes: Sequence[int],
-    buckets: Buckets,
-    world_size: int,
-    alpha_s: float,
-    beta_s_per_byte: float,
-) -> list[tuple[float, float, float]]:
-    """``(ready, start, finish)`` in seconds of each bucket's all-reduce, in bucket order.
-
-    A bucket is ready when its *last* gradient is (``max``); all-reduces run one at a
-    time in bucket order, so a bucket starts at ``max(ready, previous finish)``; it lasts
-    :func:`allreduce_seconds` of its bytes.
-    """
-    out: list[tuple[float, float, float]] = []
-    previous_finish = float("-inf")
-    for bucket in buckets:
-        ready = max(grad_ready_s[i] for i in bucket)
-        start = max(ready, previous_finish)
-        finish = start + allreduce_seconds(sum(param_bytes[i] for i in bucket), world_size, alpha_s, beta_s_per_byte)
-        out.append((ready, start, finish))
-        previous_finish = finish
-    return out
-
-
-def communication_tail(
-    grad_ready_s: Sequence[float],
-    param_bytes: Sequence[int],
-    buckets: Buckets,
-    world_size: int,
-    alpha_s: float,
-    beta_s_per_byte: float,
-) -> float:
-    """Seconds from the last gradient being ready to the last all-reduce finishing."""
-    schedule = communication_schedule(grad_ready_s, param_bytes, buckets, world_size, alpha_s, beta_s_per_byte)
-    return schedule[-1][2] - max(grad_ready_s)
+SCHEDULE_RTOL = 1e-9  # relative tolerance of schedule and tail comparisons (floats, seconds)
 
 
 def grad_bytes(model: nn.Module) -> list[int]:
@@ -135,58 +38,172 @@ def grad_bytes(model: nn.Module) -> list[int]:
     return [p.numel() * p.element_size() for p in model.parameters()]
 
 
-class ReferenceGradBuckets:
-    """Bucketed asynchronous all-reduce driven by gradient hooks (the exercise's contract).
+# --------------------------------------------------------------------------- a real DDP's buckets
 
-    ``grad_ready(i)`` marks parameter ``i`` ready and launches, in bucket order, every
-    complete bucket whose predecessors are launched: its gradients are copied into a new
-    flat buffer and ``dist.all_reduce(buffer, async_op=True)`` is called. ``wait()`` waits
-    on each handle in launch order, copies ``buffer / N`` back into the ``.grad`` tensors and
-    resets for the next iteration. ``events`` collects ``(kind, bucket, perf_counter)`` for
-    the chapter's measured timeline, across iterations (clear it to keep one iteration).
+
+def ddp_rebuilt_buckets(ddp: nn.Module) -> Buckets | None:
+    """The buckets a DDP model uses after its rebuild (``None`` before the second iteration)."""
+    text = ddp._get_ddp_logging_data().get("rebuilt_per_bucket_param_indices")
+    if not text:
+        return None
+    return [[int(i) for i in bucket.split()] for bucket in text.split(",")]
+
+
+def ddp_buckets_on_rank(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor,
+                        bucket_cap_bytes: int, first_bucket_cap_bytes: int) -> dict[str, Any]:
+    """Three DDP iterations; return the ready order DDP recorded and the buckets it rebuilt."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ddp = DDP(model_fn(), bucket_cap_mb_list=[first_bucket_cap_bytes / MB, bucket_cap_bytes / MB])
+    xs, ys = rank_shard(x, y)
+    for _ in range(3):  # DDP records the ready order in backward 1 and rebuilds in forward 2
+        mse(ddp(xs), ys).backward()
+    data = ddp._get_ddp_logging_data()
+    order = [int(i) for i in data["prev_iteration_grad_ready_order_indices"].split(",")]
+    return {"ready_order": order, "buckets": ddp_rebuilt_buckets(ddp), "param_bytes": grad_bytes(ddp.module)}
+
+
+# --------------------------------------------------------------------------- exercise 1: the assignment rule
+
+
+def call_assign_buckets(fn: Callable[..., Any], param_bytes: Sequence[int], cap: int, first: int | None,
+                        order: Sequence[int] | None) -> Any:
+    """``fn(param_bytes, cap[, first][, ready_order=order])``, passing only what the case sets."""
+    args = (list(param_bytes), cap) + ((first,) if first is not None or order is not None else ())
+    kwargs = {"ready_order": list(order)} if order is not None else {}
+    return fn(*args, **kwargs)
+
+
+def _shown_call(param_bytes: Sequence[int], cap: int, first: int | None, order: Sequence[int] | None) -> str:
+    return (f"assign_buckets(param_bytes={list(param_bytes)}, bucket_cap_bytes={cap}, "
+            f"first_bucket_cap_bytes={first}, ready_order={None if order is None else list(order)})")
+
+
+def bucket_rule_violation(param_bytes: Sequence[int], cap: int, first: int | None, order: Sequence[int] | None,
+                          got: Any) -> str | None:
+    """Which part of DDP's rule ``got`` breaks for this case, or ``None`` if it follows the rule.
+
+    The rule fixes the answer: the buckets, concatenated, are the walk order; every bucket
+    but the last reaches its cap (``>=``, the first bucket's cap is ``first``); and no bucket
+    reached its cap before its last parameter was added.
     """
-
-    def __init__(self, model: nn.Module, buckets: Buckets, group: Any = None) -> None:
-        self.params = list(model.parameters())
-        self.buckets = [list(b) for b in buckets]
-        self.group = group
-        self.events: list[tuple[str, int, float]] = []
-        self._reset()
-        for bucket in self.buckets:
-            for i in bucket:
-                self.params[i].register_post_accumulate_grad_hook(lambda p, i=i: self.grad_ready(i))
-
-    def _reset(self) -> None:
-        self.ready: set[int] = set()
-        self.pending: list[tuple[Any, torch.Tensor]] = []
-
-    def grad_ready(self, index: int) -> None:
-        self.ready.add(index)
-        while len(self.pending) < len(self.buckets) and self.ready.issuperset(self.buckets[len(self.pending)]):
-            k = len(self.pending)
-            buffer = torch.cat([self.params[i].grad.reshape(-1) for i in self.buckets[k]])
-            self.events.append(("launch", k, time.perf_counter()))
-            handle = dist.all_reduce(buffer, group=self.group, async_op=True)
-            self.events.append(("enqueued", k, time.perf_counter()))
-            self.pending.append((handle, buffer))
-
-    def wait(self) -> None:
-        if len(self.pending) != len(self.buckets):
-            raise RuntimeError(f"only {len(self.pending)} of {len(self.buckets)} buckets were launched: "
-                               "some gradients were never produced")
-        n = dist.get_world_size(self.group)
-        for k, (handle, buffer) in enumerate(self.pending):
-            handle.wait()
-            self.events.append(("done", k, time.perf_counter()))
-            offset = 0
-            for i in self.buckets[k]:
-                grad = self.params[i].grad
-                grad.copy_(buffer[offset: offset + grad.numel()].view_as(grad) / n)
-                offset += grad.numel()
-        self._reset()
+    if not isinstance(got, (list, tuple)) or not all(isinstance(b, (list, tuple)) for b in got):
+        return f"Return a list of buckets, each a list of parameter indices; got {got!r}."[:300]
+    flat = [i for b in got for i in b]
+    if not all(type(i) is int for i in flat):
+        return "Every bucket must hold Python ints (parameter indices)."
+    walk = list(reversed(range(len(param_bytes)))) if order is None else list(order)
+    if sorted(flat) != sorted(walk) or any(not b for b in got):
+        return "Every parameter must be in exactly one bucket, and no bucket may be empty."
+    if flat != walk:
+        if flat == list(range(len(param_bytes))):
+            return "They follow registration order: walk the parameters in ready order instead."
+        return (f"Concatenated, the buckets must be the walk order {walk} "
+                f"({'reverse registration order' if order is None else 'ready_order'}).")
+    for k, bucket in enumerate(got):
+        bucket_cap = first if k == 0 and first is not None else cap
+        size = sum(param_bytes[i] for i in bucket)
+        before_last = size - param_bytes[bucket[-1]]
+        if before_last >= bucket_cap:
+            if k == 0 and first is not None and before_last < cap:
+                return (f"Bucket 0 reached the first bucket's own cap of {first} B before its last parameter "
+                        f"and should have closed there: the first bucket has its own, smaller cap.")
+            exactly = any(sum(param_bytes[i] for i in bucket[:j + 1]) == bucket_cap for j in range(len(bucket)))
+            return (f"Bucket {k} ({size} B) reached its cap of {bucket_cap} B before its last parameter."
+                    + (" A bucket closes when its bytes reach the cap (>=), not only when they exceed it."
+                       if exactly else " Close a bucket as soon as its bytes reach the cap."))
+        if k < len(got) - 1 and size < bucket_cap:
+            return (f"Bucket {k} closed at {size} B, below its cap of {bucket_cap} B. Add the parameter first, "
+                    f"then close the bucket if it reached the cap: a bucket may overshoot its cap by one tensor.")
+    return None
 
 
-# --------------------------------------------------------------------------- rank-side drivers
+def assert_buckets(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
+    """``fn`` follows DDP's rule on every case ``(param_bytes, cap, first_cap or None, ready_order or None)``."""
+    for param_bytes, cap, first, order in cases:
+        got = call_assign_buckets(fn, param_bytes, cap, first, order)
+        problem = bucket_rule_violation(param_bytes, cap, first, order, got)
+        if problem:
+            raise AssertionError(f"{_shown_call(param_bytes, cap, first, order)} returned {got!r}. {problem}"[:1500])
+
+
+def bucket_mismatch(param_bytes: Sequence[int], cap: int, first: int | None, order: Sequence[int] | None,
+                    got: Any, expected: Buckets, source: str = "PyTorch's own assignment") -> str | None:
+    """The message for ``got`` differing from ``expected`` (``None`` when equal), with the broken rule."""
+    if got == expected:
+        return None
+    problem = bucket_rule_violation(param_bytes, cap, first, order, got) or ""
+    return f"{_shown_call(param_bytes, cap, first, order)} returned {got!r}; {source} is {expected}. {problem}"[:1500]
+
+
+# --------------------------------------------------------------------------- exercises 2 and 3: schedule, tail
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= SCHEDULE_RTOL * max(1.0, abs(b))
+
+
+def _show(args: tuple) -> str:
+    grad_ready_s, param_bytes, buckets, n, alpha, beta = args
+    return (f"(grad_ready_s={rounded(list(grad_ready_s), 9)}, param_bytes={list(param_bytes)}, buckets={buckets}, "
+            f"world_size={n}, alpha_s={alpha:g}, beta_s_per_byte={beta:g})")
+
+
+def schedule_mismatch(args: tuple, got: Any, expected: Sequence[Sequence[float]]) -> str | None:
+    """Why ``got`` is not the schedule ``expected`` for ``args`` (``None`` when it is), naming the mistake."""
+    try:
+        got = [tuple(float(v) for v in triple) for triple in got]
+    except (TypeError, ValueError):
+        return (f"communication_schedule must return a list of (ready, start, finish) tuples of floats, "
+                f"got {got!r}")[:300]
+    if len(got) == len(expected) and all(len(g) == 3 and all(map(_close, g, e)) for g, e in zip(got, expected)):
+        return None
+    grad_ready_s, _, buckets, *_ = args
+    hint = ""
+    if len(got) == len(expected) and all(len(g) == 3 for g in got):
+        first_ready = [min(grad_ready_s[i] for i in b) for b in buckets]
+        if all(map(_close, [g[0] for g in got], first_ready)) and any(f != e[0] for f, e in zip(first_ready, expected)):
+            hint = " A bucket is ready when its *last* gradient is ready (max), not its first."
+        elif all(_close(g[1], e[0]) for g, e in zip(got, expected)) and any(e[1] != e[0] for e in expected):
+            hint = (" The start times equal the ready times: all-reduces share one channel and run one after "
+                    "another, so a bucket starts at max(ready, previous finish).")
+        elif all(_close(g[2], g[1]) for g in got):
+            hint = (" Every finish equals its start: enqueueing an all-reduce is not completing it; it takes "
+                    "2(N-1)·alpha + 2(N-1)/N·bytes·beta.")
+    return (f"communication_schedule{_show(args)} returned {rounded(got, 9)}, expected "
+            f"{rounded([tuple(e) for e in expected], 9)}.{hint}")
+
+
+def assert_schedule(fn: Callable[..., Any], args: tuple, expected: Sequence[Sequence[float]]) -> None:
+    """``fn(*args)`` returns the ``(ready, start, finish)`` triples ``expected`` (seconds)."""
+    message = schedule_mismatch(args, fn(*args), expected)
+    if message:
+        raise AssertionError(message)
+
+
+def tail_mismatch(args: tuple, got: Any, expected_schedule: Sequence[Sequence[float]]) -> str | None:
+    """Why ``got`` is not the tail of ``expected_schedule`` (``None`` when it is), naming the mistake."""
+    end = max(args[0])
+    _, last_start, last_finish = expected_schedule[-1]
+    expected = last_finish - end
+    if type(got) in (int, float) and _close(got, expected):
+        return None
+    hint = ""
+    if type(got) in (int, float) and _close(got, last_start - end):
+        hint = " That is the last bucket's start: the tail ends when its all-reduce finishes."
+    elif type(got) in (int, float) and _close(got, last_finish):
+        hint = " That is the last finish time itself: the tail is counted from the end of backward."
+    return f"communication_tail{_show(args)} returned {got!r}, expected {expected:.6g} s.{hint}"[:1500]
+
+
+def assert_tail(fn: Callable[..., Any], args: tuple, expected_schedule: Sequence[Sequence[float]]) -> None:
+    """``fn(*args)`` returns the tail of ``expected_schedule``: last finish minus the last ready gradient."""
+    message = tail_mismatch(args, fn(*args), expected_schedule)
+    if message:
+        raise AssertionError(message)
+
+
+# --------------------------------------------------------------------------- exercise 4: GradBuckets drivers
 
 
 def grad_buckets_on_rank(
@@ -230,190 +247,22 @@ def backward_on_rank(
 ) -> dict[str, Any]:
     """A real backward on this rank's shard with the student's hooks attached, then ``wait()``.
 
-    Returns the gradients after ``wait`` and the reference: the same gradients averaged with
-    one blocking all-reduce per parameter (issued after the bucketed ones).
+    Returns the gradients after ``wait`` and, as the expected values, the gradients a real
+    ``DistributedDataParallel`` of the same model computes on the same shards (run after the
+    student's all-reduces).
     """
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     model = model_fn()
     obj = grad_buckets_cls(model, buckets)
     xs, ys = rank_shard(x, y)
     with SlowNetwork() if slow else nullcontext():
         mse(model(xs), ys).backward()
-        local = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
         obj.wait()
     got = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-    for g in local.values():
-        dist.all_reduce(g)
-        g.div_(dist.get_world_size())
-    return {"got": got, "expected": local}
-
-
-def train_on_rank(
-    train_step_fn: Callable[..., float],
-    model_fn: Callable[[], nn.Module],
-    batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
-    lr: float,
-    bucket_cap_bytes: int,
-    first_bucket_cap_bytes: int,
-) -> dict[str, Any]:
-    """Train with the student's ``train_step`` and :class:`ReferenceGradBuckets`, then with DDP.
-
-    Both sides use the same caps: DDP is built with ``bucket_cap_mb_list=[first, cap]``.
-    Bucketing changes when gradients travel, never their values, so the final states must
-    agree. Returns the initial state, both final states and the losses.
-    """
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    model = model_fn()
-    init = state_of(model)
-    buckets = assign_buckets(grad_bytes(model), bucket_cap_bytes, first_bucket_cap_bytes)
-    grad_buckets = ReferenceGradBuckets(model, buckets)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for x, y in batches:
-        xs, ys = rank_shard(x, y)
-        losses.append(train_step_fn(model, opt, grad_buckets, xs, ys))
-    mine = state_of(model)
-
-    ddp_model = model_fn()
-    ddp = DDP(ddp_model, bucket_cap_mb_list=[first_bucket_cap_bytes / MB, bucket_cap_bytes / MB])
-    ddp_opt = torch.optim.SGD(ddp.parameters(), lr=lr)
-    for x, y in batches:
-        xs, ys = rank_shard(x, y)
-        ddp_opt.zero_grad(set_to_none=True)
-        mse(ddp(xs), ys).backward()
-        ddp_opt.step()
-    return {"init": init, "state": mine, "ddp": state_of(ddp_model), "losses": losses}
-
-
-def ddp_rebuilt_buckets(ddp: nn.Module) -> Buckets | None:
-    """The buckets a DDP model uses after its rebuild (``None`` before the second iteration)."""
-    text = ddp._get_ddp_logging_data().get("rebuilt_per_bucket_param_indices")
-    if not text:
-        return None
-    return [[int(i) for i in bucket.split()] for bucket in text.split(",")]
-
-
-def ddp_buckets_on_rank(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor,
-                        bucket_cap_bytes: int, first_bucket_cap_bytes: int) -> dict[str, Any]:
-    """Three DDP iterations; return the ready order DDP recorded and the buckets it rebuilt."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    ddp = DDP(model_fn(), bucket_cap_mb_list=[first_bucket_cap_bytes / MB, bucket_cap_bytes / MB])
-    xs, ys = rank_shard(x, y)
-    for _ in range(3):  # DDP records the ready order in backward 1 and rebuilds in forward 2
-        mse(ddp(xs), ys).backward()
-    data = ddp._get_ddp_logging_data()
-    order = [int(i) for i in data["prev_iteration_grad_ready_order_indices"].split(",")]
-    return {"ready_order": order, "buckets": ddp_rebuilt_buckets(ddp), "param_bytes": grad_bytes(ddp.module)}
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def _bucket_hint(got: Buckets, expected: Buckets, param_bytes: Sequence[int], cap: int, first: int | None,
-                 order: Sequence[int] | None) -> str:
-    forward = list(range(len(param_bytes)))
-    if got == assign_buckets(param_bytes, cap, first, forward) and got != expected:
-        return " They are the buckets of registration order: walk the parameters in ready order instead."
-    if got == _assign_closing_above_cap(param_bytes, cap, first, order):
-        return (" A bucket closes when its bytes reach the cap (>=), not only when they exceed it: "
-                "check a bucket whose bytes equal the cap exactly.")
-    if first is not None and got == assign_buckets(param_bytes, cap, None, order):
-        return " The first bucket has its own, smaller cap."
-    if sorted(i for b in got for i in b) != sorted(range(len(param_bytes))):
-        return " Every parameter must be in exactly one bucket."
-    return ""
-
-
-def _assign_closing_above_cap(param_bytes: Sequence[int], cap: int, first: int | None,
-                              order: Sequence[int] | None) -> Buckets:
-    """The off-by-one variant (close on ``>``; sizes are integers), only used to name that mistake."""
-    return assign_buckets(param_bytes, cap + 1, None if first is None else first + 1, order)
-
-
-def assert_buckets(fn: Callable[..., Buckets], cases: Sequence[tuple]) -> None:
-    """``fn`` agrees with PyTorch's ``_compute_bucket_assignment_by_size`` on every case.
-
-    A case is ``(param_bytes, cap, first_cap or None, ready_order or None)``.
-    """
-    for param_bytes, cap, first, order in cases:
-        expected = torch_bucket_assignment(param_bytes, cap, first, order)
-        args = (list(param_bytes), cap) + ((first,) if first is not None or order is not None else ())
-        kwargs = {"ready_order": list(order)} if order is not None else {}
-        got = fn(*args, **kwargs)
-        got = [list(map(int, b)) for b in got] if isinstance(got, (list, tuple)) else got
-        if got != expected:
-            raise AssertionError(
-                f"assign_buckets(param_bytes={list(param_bytes)}, bucket_cap_bytes={cap}, "
-                f"first_bucket_cap_bytes={first}, ready_order={order}) returned {got}; PyTorch's "
-                f"own assignment is {expected}.{_bucket_hint(got, expected, param_bytes, cap, first, order)}"
-            )
-
-
-def assert_ddp_buckets(fn: Callable[..., Buckets], result: dict[str, Any], cap: int, first: int) -> None:
-    """``fn`` reproduces the buckets a real DDP rebuilt from the ready order it recorded."""
-    got = fn(result["param_bytes"], cap, first, ready_order=result["ready_order"])
-    if [list(map(int, b)) for b in got] != result["buckets"]:
-        raise AssertionError(
-            f"Real DistributedDataParallel recorded the ready order {result['ready_order']} and rebuilt the "
-            f"buckets {result['buckets']}; assign_buckets({result['param_bytes']}, {cap}, {first}, "
-            f"ready_order=...) returned {got}."
-        )
-
-
-def _schedule_hint(got: Sequence[Sequence[float]], args: tuple) -> str:
-    grad_ready_s, param_bytes, buckets, n, alpha, beta = args
-    ref = communication_schedule(*args)
-    first_ready = [min(grad_ready_s[i] for i in b) for b in buckets]
-    if all(abs(g[0] - f) < 1e-12 for g, f in zip(got, first_ready)) and first_ready != [r[0] for r in ref]:
-        return " A bucket is ready when its *last* gradient is ready (max), not its first."
-    if all(abs(g[1] - r[0]) < 1e-12 for g, r in zip(got, ref)) and any(r[1] != r[0] for r in ref):
-        return (" The start times equal the ready times: all-reduces share one channel and run one after "
-                "another, so a bucket starts at max(ready, previous finish).")
-    if all(abs(g[2] - g[1]) < 1e-12 for g in got):
-        return (" Every finish equals its start: enqueueing an all-reduce is not completing it; it takes "
-                "2(N-1)·alpha + 2(N-1)/N·bytes·beta.")
-    return ""
-
-
-def assert_schedule(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
-    """``fn`` returns the reference ``(ready, start, finish)`` triples on every case."""
-    for args in cases:
-        expected = communication_schedule(*args)
-        got = fn(*args)
-        try:
-            got = [tuple(float(v) for v in triple) for triple in got]
-        except TypeError:
-            raise AssertionError(f"communication_schedule must return a list of (ready, start, finish) "
-                                 f"tuples of floats, got {got!r}") from None
-        ok = len(got) == len(expected) and all(
-            abs(g - e) <= 1e-9 * max(1.0, abs(e)) for gt, et in zip(got, expected) for g, e in zip(gt, et))
-        if not ok:
-            raise AssertionError(
-                f"communication_schedule{_show(args)} returned {rounded(got, 9)}, expected {rounded(expected, 9)}."
-                f"{_schedule_hint(got, args)}")
-
-
-def assert_tail(fn: Callable[..., float], cases: Sequence[tuple]) -> None:
-    """``fn`` returns :func:`communication_tail` on every case."""
-    for args in cases:
-        expected = communication_tail(*args)
-        got = fn(*args)
-        if not isinstance(got, (int, float)) or abs(got - expected) > 1e-9 * max(1.0, abs(expected)):
-            sched = communication_schedule(*args)
-            hint = ""
-            if isinstance(got, (int, float)) and abs(got - (sched[-1][1] - max(args[0]))) < 1e-12:
-                hint = " That is the last bucket's start: the tail ends when its all-reduce finishes."
-            elif isinstance(got, (int, float)) and abs(got - sched[-1][2]) < 1e-12:
-                hint = " That is the last finish time itself: the tail is counted from the end of backward."
-            raise AssertionError(f"communication_tail{_show(args)} returned {got!r}, expected "
-                                 f"{expected:.6g} s.{hint}")
-
-
-def _show(args: tuple) -> str:
-    grad_ready_s, param_bytes, buckets, n, alpha, beta = args
-    return (f"(grad_ready_s={rounded(grad_ready_s, 9)}, param_bytes={list(param_bytes)}, buckets={buckets}, "
-            f"world_size={n}, alpha_s={alpha:g}, beta_s_per_byte={beta:g})")
+    ddp = DDP(model_fn())
+    mse(ddp(xs), ys).backward()
+    return {"got": got, "expected": {n: p.grad.detach().clone() for n, p in ddp.module.named_parameters()}}
 
 
 def assert_grads_averaged(result: Sequence[dict[str, Any]], slow: bool) -> None:
@@ -440,12 +289,13 @@ def assert_grads_averaged(result: Sequence[dict[str, Any]], slow: bool) -> None:
 
 
 def assert_backward_averaged(result: Sequence[dict[str, Any]]) -> None:
-    """After a real backward and ``wait()``, every rank holds the all-reduced mean gradient."""
+    """After a real backward and ``wait()``, every rank holds the gradients real DDP computes."""
     for rank, r in enumerate(result):
         diff = first_difference(r["got"], r["expected"], atol=1e-6, rtol=1e-5)
         if diff is not None:
-            raise AssertionError(f"After backward and wait(), rank {rank}'s gradients are not the mean over "
-                                 f"ranks ({diff}): do the hooks fire grad_ready for every parameter?")
+            raise AssertionError(f"After backward and wait(), rank {rank}'s gradients differ from the mean over "
+                                 f"ranks that DistributedDataParallel computes ({diff}): do the hooks fire "
+                                 f"grad_ready for every parameter?")
 
 
 def assert_bucket_traffic(ledger: Any, buckets: Buckets, param_bytes: Sequence[int], iterations: int) -> None:
@@ -459,18 +309,82 @@ def assert_bucket_traffic(ledger: Any, buckets: Buckets, param_bytes: Sequence[i
                 f"gives {expected}.")
 
 
-def assert_training_like_ddp(result: Sequence[dict[str, Any]], model: nn.Module,
-                             batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float) -> None:
-    """The student's training equals real DDP (same buckets) and single-process float64 SGD."""
-    reference = sgd_reference(model, batches, lr)
-    for rank, r in enumerate(result):
-        diff = first_difference(r["state"], r["ddp"], atol=1e-5, rtol=1e-4)
-        if diff is not None:
-            raise AssertionError(
-                f"Rank {rank}: after {len(batches)} steps the model differs from real DistributedDataParallel "
-                f"with the same buckets ({diff}). Wait for every bucket before optimizer.step(): until wait() "
-                f"returns, .grad holds this rank's own gradient.")
-        diff = first_difference(r["state"], reference, atol=1e-5, rtol=1e-4)
-        if diff is not None:
-            raise AssertionError(f"Rank {rank}: the model differs from single-process SGD on the full batch "
-                                 f"({diff}).")
+# --------------------------------------------------------------------------- exercise 5: train_step
+
+
+MARK = 0.25  # the gradient value the stand-in's wait() writes into every .grad
+
+
+class MarkingBuckets:
+    """Stands in for ``GradBuckets`` in the visible test of ``train_step``: it averages nothing.
+
+    ``wait()`` records the gradients and parameters it finds, then overwrites every
+    ``.grad`` with ``MARK``, as a real ``wait()`` overwrites them with the mean. An SGD step
+    taken after ``wait()`` therefore moves every parameter by exactly ``-lr * MARK``.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.watched = list(model.parameters())
+        self.calls: list[dict[str, list[torch.Tensor | None]]] = []
+
+    def wait(self) -> None:
+        self.calls.append({"grads": [None if p.grad is None else p.grad.detach().clone() for p in self.watched],
+                           "params": [p.detach().clone() for p in self.watched]})
+        for p in self.watched:
+            if p.grad is not None:
+                p.grad.fill_(MARK)
+
+
+def _fresh_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    """The gradients of the mean squared error of one fresh backward (``model`` untouched)."""
+    twin = copy.deepcopy(model)
+    twin.zero_grad(set_to_none=True)
+    torch.nn.functional.mse_loss(twin(x), y).backward()
+    return [p.grad for p in twin.parameters()]
+
+
+def _allclose(got: Sequence[torch.Tensor | None], expected: Sequence[torch.Tensor]) -> bool:
+    return all(g is not None and torch.allclose(g, e, atol=1e-6, rtol=1e-5) for g, e in zip(got, expected))
+
+
+def assert_train_step(train_step_fn: Callable[..., Any], model: nn.Module,
+                      batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float) -> None:
+    """``train_step`` clears, runs backward, waits once, then steps with the waited gradients.
+
+    Runs in this process with :class:`MarkingBuckets` and plain SGD; after each step every
+    parameter must have moved by exactly ``-lr * MARK``.
+    """
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    grad_buckets = MarkingBuckets(model)
+    for step, (x, y) in enumerate(batches, start=1):
+        with torch.no_grad():
+            expected_loss = float(torch.nn.functional.mse_loss(model(x), y))
+        fresh = _fresh_grads(model, x, y)
+        before = [p.detach().clone() for p in model.parameters()]
+        loss = train_step_fn(model, optimizer, grad_buckets, x, y)
+        where = f"Step {step}: "
+        if type(loss) is not float or abs(loss - expected_loss) > 1e-6 * max(1.0, abs(expected_loss)):
+            raise AssertionError(f"{where}train_step returned {loss!r}; return the local loss of this batch "
+                                 f"as a Python float ({expected_loss:.6g}, loss.item()).")
+        if len(grad_buckets.calls) != step:
+            raise AssertionError(f"{where}grad_buckets.wait() was called {len(grad_buckets.calls) - step + 1} "
+                                 f"time(s); call it exactly once, after backward and before optimizer.step(): "
+                                 f"until it returns, .grad holds this rank's own gradient.")
+        seen = grad_buckets.calls[-1]
+        if any(g is None for g in seen["grads"]) or not _allclose(seen["grads"], fresh):
+            accumulated = [f + MARK for f in fresh]
+            hint = ("The gradients had not been cleared: the previous step's are added to this one's. Clear "
+                    "them (optimizer.zero_grad()) before backward." if _allclose(seen["grads"], accumulated)
+                    else "Call wait() after loss.backward(), once the hooks have launched every bucket.")
+            raise AssertionError(f"{where}when wait() was called, .grad did not hold this batch's fresh gradients. "
+                                 f"{hint}")
+        if not _allclose(seen["params"], before):
+            raise AssertionError(f"{where}the parameters had already changed when wait() was called: "
+                                 f"optimizer.step() ran before the all-reduces were waited on.")
+        moved = [b - lr * MARK for b in before]
+        if not _allclose([p.detach() for p in model.parameters()], moved):
+            unchanged = _allclose([p.detach() for p in model.parameters()], before)
+            raise AssertionError(f"{where}after train_step the parameters did not move by -lr * (the gradients "
+                                 f"wait() wrote). " + ("They did not move at all: step after wait(), and clear "
+                                                       "the gradients before backward, not after wait()."
+                                                       if unchanged else "Call optimizer.step() after wait()."))

@@ -310,12 +310,15 @@ def assert_parameter_identity(
 
 def assert_ring_allreduce_bytes(
     fn: Callable[[int, int, int], float],
-    cases: Sequence[tuple[int, int, int]],
-    reference: Callable[[int, int, int], float],
+    expected: Mapping[tuple[int, int, int], float],
 ) -> None:
-    """``fn`` agrees with ``reference`` on every ``(num_elements, bytes_per_element, N)`` case."""
-    for n, b, w in cases:
-        got, exp = fn(n, b, w), reference(n, b, w)
+    """``fn(num_elements, bytes_per_element, N)`` equals ``expected[(num_elements, bytes_per_element, N)]``.
+
+    The expected values (bytes each rank sends) are written in the test, or come from the
+    instructor's calculator in hidden tests. A mismatch names the classic mistake it looks like.
+    """
+    for (n, b, w), exp in expected.items():
+        got = fn(n, b, w)
         if not isinstance(got, (int, float)) or isinstance(got, bool):
             raise AssertionError(f"ring_allreduce_bytes{(n, b, w)} returned {got!r}; return a number.")
         if math.isclose(got, exp, rel_tol=1e-9, abs_tol=1e-9):

@@ -3,10 +3,15 @@
 A micro-batch is a :class:`TokenBatch`: ``tokens`` and ``targets`` are ``[batch, time]``
 LongTensors, ``mask`` is a ``[batch, time]`` BoolTensor that is True on valid (non-pad)
 target positions. Padding uses token id ``PAD`` and never counts.
+
+Named tensors (a model state, gradients) travel to and from the course's stored results
+(``helpers.stored``) as JSON data with :func:`tensors_to_json` and :func:`tensors_from_json`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -66,3 +71,24 @@ def uneven_window(
             per_rank.append(token_batch(lengths, max_len, vocab_size, seed=seed * 1000 + rank * 100 + k))
         window.append(per_rank)
     return window
+
+
+def tensors_to_json(tensors: Mapping[str, torch.Tensor], digits: int = 9) -> dict[str, Any]:
+    """JSON data ``{name: {"dtype", "shape", "values"}}`` of named tensors (values flattened).
+
+    Floats are rounded to ``digits`` significant digits, so that a stored float64 result does
+    not depend on last-bit differences between machines' math libraries.
+    """
+    out = {}
+    for name, t in tensors.items():
+        values = t.detach().reshape(-1).tolist()
+        if t.is_floating_point():
+            values = [float(f"{v:.{digits}g}") for v in values]
+        out[name] = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "values": values}
+    return out
+
+
+def tensors_from_json(data: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """The named tensors that :func:`tensors_to_json` wrote."""
+    return {name: torch.tensor(d["values"], dtype=getattr(torch, d["dtype"])).reshape(d["shape"])
+            for name, d in data.items()}

@@ -6,13 +6,16 @@ target token of every micro-batch on every rank,
     L = (1 / T) * sum over ranks r, micro-batches k, valid tokens i of loss_{r,k,i},
     T = sum_{r,k} n_{r,k}   (valid tokens of micro-batch k on rank r).
 
-This module holds what the chapter and the assignment share: the per-token loss,
-single-process float64 references of that objective, on-rank drivers that the hidden
-tests ship to a gloo group, checks whose messages name the classic mistakes, and the
-chapter's figures and explorer.
+This module holds what the chapter and the assignment share: the per-token loss, the
+lesson's model, on-rank drivers that call a student's function on a gloo group, checks
+whose messages name the classic mistakes, the results stored with the course for the
+visible tests, and the chapter's figures and explorer. The references that compute what
+the exercises ask for live on the instructor's side (``autograder.lessons.l02``).
 
 Units: counts are numbers of valid target tokens (integers); losses are nats per token;
-"weights" are the factor multiplying one token's loss gradient in the combined gradient.
+"weights" are the factor multiplying one token's loss gradient in the combined gradient;
+a "factor" is a token's weight under the mean of per-rank means divided by its weight
+under the global mean.
 """
 from __future__ import annotations
 
@@ -29,26 +32,31 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from helpers.cluster import CollectiveMismatch, CollectiveTimeout, RankError
-from helpers.data import TokenBatch
+from helpers.data import TokenBatch, tensors_from_json
 from helpers.ledger import Ledger
 from helpers.models import TinyLM
-from helpers.reference import State, state_of, to_float64
+from helpers.reference import State, state_of
+from helpers.stored import load
 
 MicroBatches = Sequence[TokenBatch]  # one rank's micro-batches of one accumulation window
 INTEGER_DTYPES = ("int32", "int64")
+LESSON_LM = {"dim": 8, "layers": 1}  # the lesson's TinyLM: one block of width 8 (1272 parameters)
+EXPLORER_RANKS = 4
+EXPLORER_COUNTS = (0, 1, 5, 20, 60, 200)  # the valid-token counts a rank can take in the explorer
+STORED_REFERENCES = "02_visible_references"
+STORED_FACTORS = "02_token_factors"
 
 __all__ = [
-    "token_cross_entropy", "masked_loss_sum", "window_count", "tiny_lm",
-    "global_mean_gradients", "mean_of_means_gradients", "sgd_reference",
-    "mean_of_means_factors", "token_weights",
+    "token_cross_entropy", "tiny_lm", "LESSON_LM",
     "count_masks", "count_on_rank", "ddp_loss_gradients_on_rank", "train_on_rank",
     "collective_errors_explained", "assert_count_result", "assert_count_ledger",
     "assert_loss_value", "assert_gradients_match", "assert_training_matches", "assert_factors",
+    "stored_reference", "stored_factors",
     "plot_denominator_bias", "plot_token_weights", "token_count_explorer",
 ]
 
 
-# --------------------------------------------------------------------------- the objective
+# --------------------------------------------------------------------------- the per-token loss and the model
 
 
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -61,129 +69,14 @@ def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Te
     return flat.view(targets.shape)
 
 
-def masked_loss_sum(token_losses: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sum of ``token_losses`` over the positions where ``mask`` is True (nats)."""
-    return torch.where(mask, token_losses, torch.zeros((), dtype=token_losses.dtype)).sum()
-
-
-def window_count(window: Sequence[MicroBatches]) -> int:
-    """Valid target tokens in a whole window, ``window[rank][k]`` (all ranks)."""
-    return sum(mb.num_valid for per_rank in window for mb in per_rank)
-
-
 def tiny_lm(seed: int, **kwargs: Any) -> nn.Module:
-    """A :class:`~helpers.models.TinyLM` built under ``seed`` without touching the global RNG."""
+    """The lesson's :class:`~helpers.models.TinyLM` (``LESSON_LM``, overridden by ``kwargs``) built under ``seed``.
+
+    The global RNG is left untouched.
+    """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return TinyLM(**kwargs)
-
-
-# --------------------------------------------------------------------------- single-process float64 references
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run tiny-model math on one intra-op thread (restored afterwards).
-
-    On a busy 2-core machine torch's default 2 threads contend with the rank processes:
-    a TinyLM reference gradient measured 2.1 s with 2 threads and 0.03 s with 1.
-    """
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
-def _window_loss_sum(model: nn.Module, window: Sequence[MicroBatches]) -> torch.Tensor:
-    total = torch.zeros((), dtype=torch.float64)
-    for per_rank in window:
-        for mb in per_rank:
-            total = total + masked_loss_sum(token_cross_entropy(model(mb.tokens), mb.targets), mb.mask)
-    return total
-
-
-def global_mean_gradients(model: nn.Module, window: Sequence[MicroBatches]) -> State:
-    """float64 gradient of the global mean loss over every valid token of ``window``.
-
-    ``window[rank][k]`` is rank ``rank``'s micro-batch ``k``; this is one process seeing
-    all the valid tokens at once. With no valid token at all the gradient is zero.
-    ``model`` is not modified.
-    """
-    ref = to_float64(model)
-    with _one_thread():
-        loss = _window_loss_sum(ref, window) / max(window_count(window), 1)
-        params = [p for p in ref.parameters() if p.requires_grad]
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
-    names = [n for n, p in ref.named_parameters() if p.requires_grad]
-    return {n: (torch.zeros_like(p) if g is None else g) for n, p, g in zip(names, params, grads)}
-
-
-def mean_of_means_gradients(model: nn.Module, window: Sequence[MicroBatches]) -> State:
-    """float64 gradient that averaging per-rank mean losses produces (the classic bias).
-
-    Rank ``r``'s loss is its own mean over its valid tokens (0 for a rank without any);
-    DDP then averages the gradients over the ranks. ``model`` is not modified.
-    """
-    ref = to_float64(model)
-    world_size = len(window)
-    with _one_thread():
-        loss = sum(_window_loss_sum(ref, [per_rank]) / max(sum(mb.num_valid for mb in per_rank), 1)
-                   for per_rank in window) / world_size
-        grads = torch.autograd.grad(loss, [p for p in ref.parameters() if p.requires_grad])
-    names = [n for n, p in ref.named_parameters() if p.requires_grad]
-    return dict(zip(names, grads))
-
-
-def sgd_reference(model: nn.Module, windows: Sequence[Sequence[MicroBatches]], lr: float, momentum: float) -> State:
-    """float64 state after one SGD step per window on the global mean over valid tokens.
-
-    A window without any valid token is skipped (no step: with momentum a zero-gradient
-    step would still move the parameters). ``model`` is not modified.
-    """
-    ref = to_float64(model)
-    opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=momentum)
-    with _one_thread():
-        for window in windows:
-            count = window_count(window)
-            if count == 0:
-                continue
-            opt.zero_grad(set_to_none=True)
-            (_window_loss_sum(ref, window) / count).backward()
-            opt.step()
-    return state_of(ref)
-
-
-# --------------------------------------------------------------------------- the bias, in numbers
-
-
-def mean_of_means_factors(counts: Sequence[int]) -> list[float]:
-    """Per rank, the factor by which the mean of per-rank means over-weights one of its tokens.
-
-    A token on rank ``r`` gets weight ``1 / (N * n_r)`` from the mean of ``N`` per-rank means
-    and ``1 / T`` from the global mean (``T = sum(counts)``): the factor is ``T / (N * n_r)``.
-    Every count must be positive.
-    """
-    if not counts or any(n <= 0 for n in counts):
-        raise ValueError(f"need at least one rank and positive counts, got {list(counts)}")
-    total, world_size = sum(counts), len(counts)
-    return [total / (world_size * n) for n in counts]
-
-
-def token_weights(counts: Sequence[int], rule: str) -> list[float]:
-    """Per rank, the weight one valid token's loss gradient receives under ``rule``.
-
-    ``rule`` is ``"global"`` (``1/T``) or ``"mean of means"`` (``1/(N n_r)``, with a rank
-    that has no tokens contributing a zero gradient but still counted in ``N``). Ranks
-    without tokens get weight 0 under both rules. With no tokens at all every weight is 0.
-    """
-    total, world_size = sum(counts), len(counts)
-    if rule == "global":
-        return [1.0 / total if n and total else 0.0 for n in counts]
-    if rule == "mean of means":
-        return [1.0 / (world_size * n) if n else 0.0 for n in counts]
-    raise ValueError(f"unknown rule {rule!r}; use 'global' or 'mean of means'")
+        return TinyLM(**{**LESSON_LM, **kwargs})
 
 
 # --------------------------------------------------------------------------- on-rank drivers (run inside helpers.cluster.run)
@@ -401,16 +294,46 @@ def assert_training_matches(per_rank: Sequence[State], expected: State, case: st
                     f"valid tokens.")
 
 
-def assert_factors(fn: Callable[[list[int]], Sequence[float]], cases: Sequence[Sequence[int]]) -> None:
-    """``fn(counts)`` agrees with :func:`mean_of_means_factors` on every case."""
-    for counts in cases:
-        got, exp = fn(list(counts)), mean_of_means_factors(counts)
+def assert_factors(fn: Callable[[list[int]], Sequence[float]],
+                   cases: Sequence[tuple[Sequence[int], Sequence[float]]]) -> None:
+    """``fn(counts)`` equals the expected factors of every ``(counts, expected)`` case (relative 1e-9)."""
+    for counts, exp in cases:
+        got = fn(list(counts))
         if len(got) != len(exp) or not all(math.isclose(float(a), b, rel_tol=1e-9) for a, b in zip(got, exp)):
             hint = ""
             if len(got) == len(exp) and all(math.isclose(float(a) * b, 1, rel_tol=1e-9) for a, b in zip(got, exp)):
                 hint = " You returned the reciprocal: the factor is (mean-of-means weight) / (global weight)."
             raise AssertionError(f"mean_of_means_factors({list(counts)}) returned {list(got)}, "
-                                 f"expected {exp}.{hint}")
+                                 f"expected {list(exp)}.{hint}")
+
+
+# --------------------------------------------------------------------------- results stored with the course
+
+
+def stored_reference(case: str) -> dict[str, torch.Tensor]:
+    """The float64 tensors a visible test compares with (``"loss_gradients"``, ...), stored with the course.
+
+    The instructor side computes them with single-process references on the visible test's
+    window; :data:`STORED_REFERENCES` lists the cases.
+    """
+    cases = load(STORED_REFERENCES)
+    if case not in cases:
+        raise KeyError(f"no stored reference {case!r}; stored: {sorted(cases)}")
+    return tensors_from_json(cases[case])
+
+
+def stored_factors(counts: Sequence[int]) -> list[float | None]:
+    """Per rank, the stored factor ``T / (N n_r)`` for these counts (``None`` for a rank without tokens).
+
+    Stored are the explorer's grid (``EXPLORER_RANKS`` ranks, counts from ``EXPLORER_COUNTS``)
+    and the counts the chapter shows; other counts raise ``KeyError``.
+    """
+    key = ",".join(str(int(n)) for n in counts)
+    table = load(STORED_FACTORS)
+    if key not in table:
+        raise KeyError(f"no stored factors for counts [{key}]: stored are {EXPLORER_RANKS} ranks with counts "
+                       f"from {EXPLORER_COUNTS} and the chapter's examples")
+    return table[key]
 
 
 # --------------------------------------------------------------------------- figures and explorer
@@ -442,15 +365,23 @@ def plot_denominator_bias(imbalance: Sequence[float], errors: Mapping[str, Seque
     return fig
 
 
-def plot_token_weights(counts: Sequence[int], *, title: str = "Weight of one valid token's gradient") -> Figure:
-    """Per-rank weight of a token under the global mean and under the mean of per-rank means."""
+def plot_token_weights(counts: Sequence[int], factors: Sequence[float | None], *,
+                       title: str = "Weight of one valid token's gradient") -> Figure:
+    """Per-rank weight of a token under the global mean (``1/T``) and under the mean of per-rank means.
+
+    ``factors[r]`` is rank ``r``'s factor (e.g. from :func:`stored_factors`), ``None`` for a
+    rank without tokens: its tokens' weight under the mean of means is then ``factor / T``,
+    and a rank without tokens has no token to weigh (0 under both rules).
+    """
+    total = sum(counts)
+    global_weight = [1.0 / total if n and total else 0.0 for n in counts]
+    mean_of_means = [f / total if f is not None and total else 0.0 for f in factors]
     fig = Figure(figsize=(7.0, 3.4), layout="constrained")
     ax = fig.add_subplot()
     ranks = range(len(counts))
-    for k, rule in enumerate(("global", "mean of means")):
-        weights = token_weights(counts, rule)
-        ax.bar([r - 0.2 + 0.4 * k for r in ranks], weights, width=0.4, color=_COLORS[k],
-               label="global mean: 1/T" if rule == "global" else "mean of per-rank means: 1/(N·n_r)")
+    for k, (label, weights) in enumerate((("global mean: 1/T", global_weight),
+                                          ("mean of per-rank means: 1/(N·n_r)", mean_of_means))):
+        ax.bar([r - 0.2 + 0.4 * k for r in ranks], weights, width=0.4, color=_COLORS[k], label=label)
     ax.set_xticks(list(ranks), [f"rank {r}\n{n} tokens" for r, n in zip(ranks, counts)])
     ax.set_xlabel("rank and its valid-token count n_r")
     ax.set_ylabel("weight per token")
@@ -460,24 +391,28 @@ def plot_token_weights(counts: Sequence[int], *, title: str = "Weight of one val
 
 
 def token_count_explorer(counts: Sequence[int] = (60, 20, 5, 0)) -> Any:
-    """Sliders for the valid-token count of each rank (0 allowed) of one window.
+    """Sliders for the valid-token count of each of ``EXPLORER_RANKS`` ranks (0 allowed) of one window.
 
-    Shows the global count T, each rank's over-weighting factor ``T / (N n_r)`` under the
-    mean of per-rank means, and a bar plot of the per-token weights. ``update()`` returns
-    the numbers as a dict (so the explorer also runs headless).
+    Each slider takes the counts ``EXPLORER_COUNTS``. Shows the global count T, each rank's
+    stored over-weighting factor ``T / (N n_r)`` under the mean of per-rank means, and a bar
+    plot of the per-token weights. ``update()`` returns the numbers as a dict (so the
+    explorer also runs headless).
     """
     import ipywidgets as W
     from IPython.display import Image, display
 
+    if len(counts) != EXPLORER_RANKS or any(n not in EXPLORER_COUNTS for n in counts):
+        raise ValueError(f"the explorer has {EXPLORER_RANKS} ranks with counts from {EXPLORER_COUNTS}, got {counts}")
     style, layout = {"description_width": "110px"}, W.Layout(width="460px")
-    sliders = [W.IntSlider(value=int(n), min=0, max=200, description=f"rank {r} tokens", style=style,
-                           layout=layout, continuous_update=False) for r, n in enumerate(counts)]
+    sliders = [W.SelectionSlider(options=list(EXPLORER_COUNTS), value=int(n), description=f"rank {r} tokens",
+                                 style=style, layout=layout, continuous_update=False)
+               for r, n in enumerate(counts)]
     summary, out = W.HTML(), W.Output()
 
     def update(*_: Any) -> dict[str, Any]:
         current = [int(s.value) for s in sliders]
         total, world_size = sum(current), len(current)
-        factors = [total / (world_size * n) if n else None for n in current]
+        factors = stored_factors(current)
         result = {"counts": current, "global_count": total, "factors": factors}
         parts = [f"rank {r}: ×{f:.3g}" if f is not None else f"rank {r}: no tokens"
                  for r, f in enumerate(factors)]
@@ -485,7 +420,7 @@ def token_count_explorer(counts: Sequence[int] = (60, 20, 5, 0)) -> Any:
                          f"N · (sum of its token losses) / T = {world_size} · S_r / {max(total, 1)}<br>"
                          f"<b>mean of means over-weights each token by</b> " + ", ".join(parts))
         png = io.BytesIO()
-        plot_token_weights(current).savefig(png, format="png", dpi=90)
+        plot_token_weights(current, factors).savefig(png, format="png", dpi=90)
         with out:
             out.clear_output(wait=True)
             display(Image(data=png.getvalue(), format="png"))

@@ -1,18 +1,18 @@
-"""Lesson 06, gradient sharding (ZeRO stage 2): references, rank-side drivers, checks, figures.
+"""Lesson 06, gradient sharding (ZeRO stage 2): synthetic data, rank-side drivers, self-checks, figures.
 
 Layout used throughout: a flat gradient of ``numel`` elements is padded with zeros to
 ``N * S`` elements, ``S = ceil(numel / N)``; rank ``r`` (its rank in the group) owns
-elements ``[r*S, (r+1)*S)`` of the padded vector, of which
-``[min(r*S, numel), min((r+1)*S, numel))`` are real gradient entries and the rest padding.
+elements ``[r*S, (r+1)*S)`` of the padded vector, of which those below ``numel`` are real
+gradient entries and the rest padding.
 
-Three kinds of functions live here:
-
-* single-process **references** (float64): owned slices, the clipped gradient computed by
-  ``torch.nn.utils.clip_grad_norm_``;
+* **data**: deterministic flat gradients and shards that every process can rebuild;
 * **rank-side drivers** (``*_on_rank``) that run inside :func:`helpers.cluster.run`, call a
   student's function the way its contract says and return plain tensors;
-* **checks** (``assert_*``) whose messages name the classic mistakes, and the chapter's
-  figure and explorer.
+* **checks** (``assert_*``) whose messages name the classic mistakes. They compare with values
+  the test writes down, with PyTorch's own ``clip_grad_norm_`` and ``DistributedDataParallel``,
+  or with the ledger; nothing here computes an answer of the assignment;
+* the chapter's figures and explorer, which draw measured or stored numbers
+  (``helpers/stored/06_*.json``).
 
 All byte counts are bytes (1 GB = 1e9 B); norms are Euclidean 2-norms of gradient values.
 """
@@ -28,49 +28,25 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 from torch import nn
 
-from helpers.costs import adam_memory_bytes, ring_allgather_bytes, ring_allreduce_bytes, ring_reduce_scatter_bytes
 from helpers.models import shard_batch
+from helpers.stored import load
 
 REDUCE_SCATTER_OPS = ("reduce_scatter_single", "reduce_scatter_tensor", "reduce_scatter")
-CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s epsilon in max_norm / (total_norm + eps)
 
 
-# --------------------------------------------------------------------------- layout arithmetic
+# --------------------------------------------------------------------------- data
 
 
-def shard_size(numel: int, world_size: int) -> int:
-    """Elements per owner slice, ``S = ceil(numel / world_size)`` (padding included)."""
-    if numel < 0 or world_size < 1:
-        raise ValueError("numel must be >= 0 and world_size >= 1")
-    return -(-numel // world_size)
-
-
-def padded_numel(numel: int, world_size: int) -> int:
-    """Length of the zero-padded flat gradient, ``N * S`` elements."""
-    return world_size * shard_size(numel, world_size)
-
-
-def owned_range(numel: int, world_size: int, rank: int) -> tuple[int, int]:
-    """``(start, stop)``: the real (unpadded) elements rank ``rank`` owns; may be empty."""
-    s = shard_size(numel, world_size)
-    return min(rank * s, numel), min((rank + 1) * s, numel)
-
-
-def pad_flat(flat: torch.Tensor, world_size: int) -> torch.Tensor:
-    """A copy of the 1-D ``flat`` with zeros appended up to :func:`padded_numel` elements."""
-    extra = padded_numel(flat.numel(), world_size) - flat.numel()
-    return torch.cat([flat, flat.new_zeros(extra)])
-
-
-# --------------------------------------------------------------------------- synthetic data and references
-
-
-def synthetic_flat_grad(numel: int, rank: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def synthetic_flat_grad(numel: int, rank: int, seed: int | None = None,
+                        dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Rank ``rank``'s deterministic flat "gradient" of ``numel`` elements.
 
-    ``(rank + 1) * base + noise_rank``: a shared part and a rank-specific part, so the sum
-    over ranks is neither one rank's vector nor a multiple of one. Rebuildable anywhere.
+    With a ``seed``: ``(rank + 1) * base + noise_rank``, a shared part and a rank-specific
+    part, so the sum over ranks is neither one rank's vector nor a multiple of one. Without
+    one: the ramp ``(rank + 1) * [0, 1, ..., numel - 1]``, whose sums are easy to write down.
     """
+    if seed is None:
+        return ((rank + 1) * torch.arange(numel, dtype=torch.float64)).to(dtype)
     base = torch.randn(numel, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     noise = torch.randn(numel, generator=torch.Generator().manual_seed(seed + 7919 * (rank + 1)),
                         dtype=torch.float64)
@@ -88,35 +64,6 @@ def random_shards(sizes_per_rank: Sequence[Sequence[int]], seed: int) -> list[li
             for g, sizes in enumerate(sizes_per_rank)]
 
 
-def expected_owned_slices(
-    per_rank: Sequence[torch.Tensor], denominator: float | None = None
-) -> list[torch.Tensor]:
-    """float64 owner slices (index = group rank) of ``sum_r per_rank[r] / denominator``.
-
-    ``denominator`` defaults to the number of ranks. Each slice has ``S`` elements; the
-    padding positions are 0.
-    """
-    n = len(per_rank)
-    total = pad_flat(torch.stack([g.double() for g in per_rank]).sum(0), n)
-    return list((total / (n if denominator is None else denominator)).chunk(n))
-
-
-def clip_reference(shards_per_rank: Sequence[Sequence[torch.Tensor]], max_norm: float
-                   ) -> tuple[float, list[list[torch.Tensor]]]:
-    """Global norm and clipped shards from ``torch.nn.utils.clip_grad_norm_`` (float64).
-
-    All ranks' shards together are the full gradient; clipping it in one process is the
-    reference the sharded version must reproduce.
-    """
-    params = [[nn.Parameter(torch.zeros_like(s, dtype=torch.float64)) for s in shards]
-              for shards in shards_per_rank]
-    for ps, shards in zip(params, shards_per_rank):
-        for p, s in zip(ps, shards):
-            p.grad = s.detach().double().clone()
-    norm = torch.nn.utils.clip_grad_norm_([p for ps in params for p in ps], max_norm)
-    return float(norm), [[p.grad for p in ps] for ps in params]
-
-
 # --------------------------------------------------------------------------- rank-side drivers
 
 
@@ -131,7 +78,7 @@ def _member_group(group_ranks: Sequence[int] | None) -> tuple[Any, bool]:
 def reduce_scatter_on_rank(
     reduce_scatter_fn: Callable[..., torch.Tensor],
     numel: int,
-    seed: int,
+    seed: int | None = None,
     denominator: float | None = None,
     dtype: torch.dtype = torch.float32,
     group_ranks: Sequence[int] | None = None,
@@ -189,28 +136,22 @@ def sharded_versus_replicated_on_rank(
 ) -> dict[str, Any]:
     """One ZeRO-2 gradient step next to a replicated one, on this rank.
 
-    Replicated (the reference): local mean-loss backward, ``all_reduce`` of the flat
-    gradient divided by N, ``torch.nn.utils.clip_grad_norm_`` on the full model.
-    Sharded (the student's functions): flat local gradient, ``reduce_scatter_fn``, then
-    ``clip_fn`` on the owned shard, then the real part ``owned_range_fn`` names. With
-    ``token_denominator`` the sharded side back-propagates the local *sum* of squared
-    errors and passes the global element count as ``denominator``, which must give the
-    same mean gradient.
+    Replicated (the reference): a real ``DistributedDataParallel`` backward of the local mean
+    loss, then ``torch.nn.utils.clip_grad_norm_`` on the full model. Sharded (the student's
+    functions): flat local gradient, ``reduce_scatter_fn``, then ``clip_fn`` on the owned
+    shard, then the real part ``owned_range_fn`` names. With ``token_denominator`` the
+    sharded side back-propagates the local *sum* of squared errors and passes the global
+    element count as ``denominator``, which must give the same mean gradient.
     """
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     rank, world = dist.get_rank(), dist.get_world_size()
     xs, ys = shard_batch(x, y, rank, world)
 
-    replicated = model_fn()
+    replicated = DDP(model_fn())
     nn.functional.mse_loss(replicated(xs), ys).backward()
-    flat = _flat_grad(replicated)
-    dist.all_reduce(flat)
-    flat /= world
-    offset = 0
-    for p in replicated.parameters():
-        p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-        offset += p.numel()
     replicated_norm = torch.nn.utils.clip_grad_norm_(replicated.parameters(), max_norm)
-    replicated_flat = _flat_grad(replicated)
+    replicated_flat = _flat_grad(replicated.module)
 
     sharded = model_fn()
     if token_denominator:
@@ -221,8 +162,8 @@ def sharded_versus_replicated_on_rank(
         shard = reduce_scatter_fn(_flat_grad(sharded))
     norm = clip_fn([shard], max_norm)
     start, stop = owned_range_fn(replicated_flat.numel(), world, rank)
-    return {"shard": shard, "norm": norm, "range": (start, stop),
-            "replicated_norm": replicated_norm, "replicated_owned": replicated_flat[start:stop].clone()}
+    return {"shard": shard, "norm": norm, "range": (start, stop), "replicated_norm": replicated_norm,
+            "replicated_owned": replicated_flat[start:stop].clone()}
 
 
 # --------------------------------------------------------------------------- checks
@@ -232,29 +173,29 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def assert_owned_ranges(fn: Callable[[int, int, int], tuple[int, int]],
-                        cases: Sequence[tuple[int, int]]) -> None:
-    """``fn(numel, N, rank)`` equals :func:`owned_range` for every rank of every case."""
-    for numel, n in cases:
+def assert_owned_ranges(fn: Callable[[int, int, int], Any], cases: Sequence[tuple[int, int, Sequence]]) -> None:
+    """``fn(numel, N, rank)`` is ``expected[rank]`` for every case ``(numel, N, expected)``."""
+    for numel, n, expected in cases:
+        got = []
         for rank in range(n):
-            got, exp = fn(numel, n, rank), owned_range(numel, n, rank)
-            if isinstance(got, list):
-                got = tuple(got)
-            if not (isinstance(got, tuple) and len(got) == 2 and all(type(v) is int for v in got)):
-                raise AssertionError(f"owned_range({numel}, {n}, {rank}) returned {got!r}; "
+            value = fn(numel, n, rank)
+            value = tuple(value) if isinstance(value, list) else value
+            if not (isinstance(value, tuple) and len(value) == 2 and all(type(v) is int for v in value)):
+                raise AssertionError(f"owned_range({numel}, {n}, {rank}) returned {value!r}; "
                                      f"return a tuple of two Python ints (start, stop).")
-            if got == exp:
+            got.append(value)
+        for rank, (value, exp) in enumerate(zip(got, expected)):
+            if value == tuple(exp):
                 continue
-            s, floor = shard_size(numel, n), numel // n
             hint = ""
-            if got == (rank * floor, (rank + 1) * floor) or got == (min(rank * floor, numel), min((rank + 1) * floor, numel)):
-                hint = (f" That is S = {numel} // {n} = {floor}: the last {numel - n * floor} element(s) "
-                        f"belong to nobody. Pad to a multiple of N: S = ceil(numel / N) = {s}.")
-            elif got == (rank * s, (rank + 1) * s):
-                hint = (f" Those are the bounds in the *padded* vector; the real gradient has only "
-                        f"{numel} elements, so clamp both ends to numel.")
-            raise AssertionError(f"owned_range(numel={numel}, world_size={n}, rank={rank}) returned {got}, "
-                                 f"expected {exp} (S = ceil({numel}/{n}) = {s}).{hint}")
+            if max(value) > numel:
+                hint = (f" That range goes past numel = {numel}: it counts padding, which is not gradient. "
+                        f"Clamp both ends to numel.")
+            elif got[-1][1] < numel:
+                hint = (f" With these ranges the last {numel - got[-1][1]} element(s) belong to nobody: "
+                        f"S = numel // N rounds down. Pad to a multiple of N: S = ceil(numel / N).")
+            raise AssertionError(f"owned_range(numel={numel}, world_size={n}, rank={rank}) returned {value}, "
+                                 f"expected {tuple(exp)}.{hint}")
 
 
 def _shard_hint(got: torch.Tensor, exp: torch.Tensor, all_exp: Sequence[torch.Tensor], n: int,
@@ -281,18 +222,22 @@ def assert_reduce_scattered(
     results: Sequence[Mapping[str, Any] | None],
     ledger: Any,
     numel: int,
-    seed: int,
+    expected: Sequence[Sequence[float] | torch.Tensor],
     denominator: float | None = None,
     dtype: torch.dtype = torch.float32,
     group_ranks: Sequence[int] | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-5,
 ) -> None:
-    """Check :func:`reduce_scatter_on_rank` results and the collectives each member issued."""
+    """Check :func:`reduce_scatter_on_rank` results against ``expected[g]``, group rank ``g``'s slice.
+
+    ``expected`` holds one slice of ``S`` elements per group rank (padding positions 0); the
+    ledger must show one reduce-scatter of the ``N * S`` padded elements per member.
+    """
     members = list(group_ranks) if group_ranks is not None else list(range(len(results)))
     n = len(members)
-    s, padded = shard_size(numel, n), padded_numel(numel, n)
-    expected = expected_owned_slices([synthetic_flat_grad(numel, g, seed) for g in range(n)], denominator)
+    expected = [torch.as_tensor(e, dtype=torch.float64).reshape(-1) for e in expected]
+    s = expected[0].numel()
     case = f"numel={numel}, N={n}" + (f", denominator={denominator:g}" if denominator is not None else "")
     for g, rank in enumerate(members):
         out = results[rank]
@@ -300,7 +245,7 @@ def assert_reduce_scattered(
         if not isinstance(shard, torch.Tensor):
             raise AssertionError(f"[{case}] rank {rank} returned {type(shard).__name__}; return a tensor.")
         if shard.numel() != s:
-            if shard.numel() in (numel, padded):
+            if shard.numel() in (numel, n * s):
                 hint = (" That is the whole reduced gradient: keep only the owner slice, so the "
                         "gradient memory per rank drops from Ψ to Ψ/N.")
             elif shard.numel() == numel // n:
@@ -308,31 +253,33 @@ def assert_reduce_scattered(
             else:
                 hint = ""
             raise AssertionError(f"[{case}] rank {rank} returned {shard.numel()} elements, expected the "
-                                 f"owner slice of S = ceil({numel}/{n}) = {s}.{hint}")
+                                 f"owner slice of S = {s}.{hint}")
         if shard.dtype != dtype:
             raise AssertionError(f"[{case}] rank {rank} returned dtype {shard.dtype}, expected {dtype} "
                                  f"(the dtype of flat_grad).")
         if not out["input_unchanged"]:
             raise AssertionError(f"[{case}] rank {rank}: flat_grad was modified; leave the input as it is "
                                  f"(pad and normalize a copy).")
-        exp = expected[g]
-        if not torch.allclose(shard.detach().double().reshape(-1), exp, atol=atol, rtol=rtol):
-            diff = float((shard.detach().double().reshape(-1) - exp).abs().max())
-            hint = _shard_hint(shard.reshape(-1), exp, expected, n, denominator)
+        got = shard.detach().double().reshape(-1)
+        if not torch.allclose(got, expected[g], atol=atol, rtol=rtol):
+            diff = float((got - expected[g]).abs().max())
             raise AssertionError(f"[{case}] group rank {g} (global rank {rank}) should own elements "
                                  f"[{g * s}, {(g + 1) * s}) of the padded sum / "
-                                 f"{n if denominator is None else denominator:g}; max |diff| {diff:.3g}.{hint}")
-    assert_one_reduce_scatter(ledger, members, padded, dtype, case)
+                                 f"{n if denominator is None else denominator:g}, that is "
+                                 f"{[round(v, 4) for v in expected[g].tolist()][:8]}; max |diff| {diff:.3g}."
+                                 f"{_shard_hint(got, expected[g], expected, n, denominator)}")
+    assert_one_reduce_scatter(ledger, members, n * s, case)
 
 
-def assert_one_reduce_scatter(ledger: Any, members: Sequence[int], padded: int, dtype: torch.dtype,
-                              case: str = "") -> None:
-    """Each member issued exactly one collective: a reduce-scatter of the padded gradient."""
-    n = len(members)
-    element_size = torch.tensor([], dtype=dtype).element_size()
+def _collectives(ledger: Any, rank: int, group_size: int) -> list:
+    return [r for r in ledger.records[rank] if r.group_size == group_size]
+
+
+def assert_one_reduce_scatter(ledger: Any, members: Sequence[int], padded: int, case: str = "") -> None:
+    """Each member issued exactly one collective: a reduce-scatter of the ``padded`` elements."""
     prefix = f"[{case}] " if case else ""
     for rank in members:
-        ops = [r for r in ledger.records[rank] if r.group_size == n]
+        ops = _collectives(ledger, rank, len(members))
         names = [r.describe() for r in ops]
         if any(r.op == "all_reduce" for r in ops):
             raise AssertionError(
@@ -342,30 +289,49 @@ def assert_one_reduce_scatter(ledger: Any, members: Sequence[int], padded: int, 
         if len(ops) != 1 or ops[0].op not in REDUCE_SCATTER_OPS:
             raise AssertionError(f"{prefix}rank {rank} issued {names or 'no collective'}; expected exactly "
                                  f"one reduce-scatter (dist.reduce_scatter_single).")
-        rec = ops[0]
-        if rec.numel != padded:
-            raise AssertionError(f"{prefix}rank {rank}'s reduce-scatter input has {rec.numel} elements, "
+        if ops[0].numel != padded:
+            raise AssertionError(f"{prefix}rank {rank}'s reduce-scatter input has {ops[0].numel} elements, "
                                  f"expected the padded gradient of N x S = {padded}.")
-        want = ring_reduce_scatter_bytes(padded, element_size, n)
-        if not math.isclose(rec.ring_bytes, want):
-            raise AssertionError(f"{prefix}rank {rank}'s reduce-scatter sends {rec.ring_bytes:g} bytes, "
-                                 f"expected (N-1)/N x {padded} x {element_size} = {want:g}.")
+
+
+def assert_one_scalar_all_reduce(ledger: Any, members: Sequence[int]) -> None:
+    """Each member issued exactly one collective: an all-reduce of a single number."""
+    for rank in members:
+        ops = _collectives(ledger, rank, len(members))
+        if len(ops) != 1 or ops[0].op != "all_reduce" or ops[0].numel != 1:
+            raise AssertionError(f"Rank {rank} issued {[r.describe() for r in ops] or 'no collective'}; the global "
+                                 f"norm needs exactly one all-reduce (SUM) of one number, the local sum of "
+                                 f"squares. Gathering the shards moves the whole gradient.")
+
+
+def clipped_by_torch(shards_per_rank: Sequence[Sequence[torch.Tensor]], max_norm: float
+                     ) -> tuple[float, list[list[torch.Tensor]]]:
+    """Global norm and clipped shards from PyTorch's ``torch.nn.utils.clip_grad_norm_`` (float64).
+
+    All ranks' shards together are the full gradient; PyTorch clips it in one process, which
+    is what the sharded version must reproduce on every rank.
+    """
+    params = [[nn.Parameter(torch.zeros_like(s, dtype=torch.float64)) for s in shards]
+              for shards in shards_per_rank]
+    for ps, shards in zip(params, shards_per_rank):
+        for p, s in zip(ps, shards):
+            p.grad = s.detach().double().clone()
+    norm = torch.nn.utils.clip_grad_norm_([p for ps in params for p in ps], max_norm)
+    return float(norm), [[p.grad for p in ps] for ps in params]
 
 
 def _norm_hint(got: float, local_norms: Sequence[float]) -> str:
     n = len(local_norms)
     candidates = {
-        "this rank's local shard norm": None,
         "the mean of the shard norms": sum(local_norms) / n,
         "the sum of the shard norms": sum(local_norms),
         "sqrt(mean of squared shard norms), i.e. divided by N": math.sqrt(sum(v * v for v in local_norms) / n),
     }
+    if any(math.isclose(got, v, rel_tol=1e-4) for v in local_norms):
+        return (" It equals a local shard norm: each shard holds only part of the gradient, so "
+                "all-reduce (SUM) the squared local norms and take the square root.")
     for what, value in candidates.items():
-        if value is None:
-            if any(math.isclose(got, v, rel_tol=1e-4) for v in local_norms):
-                return (f" It equals a local shard norm: each shard holds only part of the gradient, so "
-                        f"all-reduce (SUM) the squared local norms and take the square root.")
-        elif math.isclose(got, value, rel_tol=1e-4):
+        if math.isclose(got, value, rel_tol=1e-4):
             return (f" It equals {what}. Norms do not add; squares do: ||g||^2 = sum_r ||g_r||^2, so "
                     f"all-reduce (SUM) the squared shard norms, then take the square root.")
     return ""
@@ -381,16 +347,16 @@ def assert_clipped(
 ) -> None:
     """Check :func:`clip_on_rank` results against ``clip_grad_norm_`` on the full gradient."""
     members = list(group_ranks) if group_ranks is not None else list(range(len(results)))
-    exp_norm, exp_shards = clip_reference(shards_per_rank, max_norm)
+    exp_norm, exp_shards = clipped_by_torch(shards_per_rank, max_norm)
     local_norms = [math.sqrt(sum(float(s.double().pow(2).sum()) for s in shards)) for shards in shards_per_rank]
-    coef = min(1.0, max_norm / (exp_norm + CLIP_EPS))
+    below = max_norm >= exp_norm
     case = f"N={len(members)}, max_norm={max_norm:g}, global norm={exp_norm:.4g}"
     norms = []
     for g, rank in enumerate(members):
         norm = results[rank]["norm"]
         if not isinstance(norm, torch.Tensor) or norm.numel() != 1:
             raise AssertionError(f"[{case}] rank {rank} returned {norm!r}; return the global norm as a "
-                                 f"0-dim tensor, like clip_grad_norm_.")
+                                 f"0-dim tensor, like clip_grad_norm_."[:400])
         value = float(norm)
         norms.append(value)
         if not math.isclose(value, exp_norm, rel_tol=rtol, abs_tol=atol):
@@ -399,14 +365,13 @@ def assert_clipped(
         for k, (got, exp) in enumerate(zip(results[rank]["shards"], exp_shards[g])):
             if torch.allclose(got.double(), exp, atol=atol, rtol=rtol):
                 continue
-            original = shards_per_rank[g][k].double()
-            if torch.equal(got.double(), original) and coef < 1.0:
+            if torch.equal(got.double(), shards_per_rank[g][k].double()) and not below:
                 hint = " The shard is unchanged: scale the given tensors in place (mul_), do not rebind them."
-            elif coef == 1.0:
-                hint = (f" The global norm is below max_norm, so the coefficient max_norm / (norm + 1e-6) "
-                        f"must be clamped to 1.0: never scale gradients up.")
+            elif below:
+                hint = (" The global norm is below max_norm, so the coefficient max_norm / (norm + 1e-6) "
+                        "must be clamped to 1.0: never scale gradients up.")
             else:
-                hint = f" Multiply every shard by max_norm / (global_norm + 1e-6) = {coef:.6g}."
+                hint = " Multiply every shard by the same coefficient, max_norm / (global_norm + 1e-6)."
             diff = float((got.double() - exp).abs().max())
             raise AssertionError(f"[{case}] rank {rank}, shard {k}: max |diff| {diff:.3g} from the gradient "
                                  f"clip_grad_norm_ produces on the full model.{hint}")
@@ -415,57 +380,57 @@ def assert_clipped(
                              f"global norm.")
 
 
-def assert_matches_replicated(results: Sequence[Mapping[str, Any]], numel: int, atol: float = 1e-5,
-                              rtol: float = 1e-4) -> None:
+def assert_matches_replicated(results: Sequence[Mapping[str, Any]], expected_ranges: Sequence[Sequence[int]],
+                              atol: float = 1e-5, rtol: float = 1e-4) -> None:
     """Check :func:`sharded_versus_replicated_on_rank`: owned part equals the replicated clipped slice."""
-    n = len(results)
     for rank, out in enumerate(results):
         start, stop = out["range"]
-        if (start, stop) != owned_range(numel, n, rank):
-            raise AssertionError(f"rank {rank}: owned_range({numel}, {n}, {rank}) gave {(start, stop)}, "
-                                 f"expected {owned_range(numel, n, rank)}.")
+        if (start, stop) != tuple(expected_ranges[rank]):
+            raise AssertionError(f"rank {rank}: owned_range gave {(start, stop)}, expected "
+                                 f"{tuple(expected_ranges[rank])}.")
         got_norm, ref_norm = float(out["norm"]), float(out["replicated_norm"])
         if not math.isclose(got_norm, ref_norm, rel_tol=rtol, abs_tol=atol):
             raise AssertionError(f"rank {rank}: sharded global norm {got_norm:.6g}, but clip_grad_norm_ on the "
-                                 f"all-reduced full model gives {ref_norm:.6g}.")
+                                 f"DistributedDataParallel gradient gives {ref_norm:.6g}.")
         shard = out["shard"].detach().reshape(-1)
         real, pad = shard[:stop - start], shard[stop - start:]
         if real.shape != out["replicated_owned"].shape or not torch.allclose(
                 real.double(), out["replicated_owned"].double(), atol=atol, rtol=rtol):
             raise AssertionError(f"rank {rank}: the owned, clipped gradient elements [{start}, {stop}) differ "
-                                 f"from the replicated run (all_reduce / N, then clip_grad_norm_).")
+                                 f"from the replicated run (DistributedDataParallel, then clip_grad_norm_).")
         if pad.numel() and bool(pad.ne(0).any()):
             raise AssertionError(f"rank {rank}: the padding positions of the shard are not zero.")
 
 
-def assert_zero2_memory(fn: Callable[[int, int, int], float], cases: Sequence[tuple[int, int, int]]) -> None:
-    """``fn(num_params, N, k)`` equals ``adam_memory_bytes(..., stage=2)`` on every case."""
-    for psi, n, k in cases:
-        got, exp = fn(psi, n, k), adam_memory_bytes(psi, n, stage=2, k=k)
-        if not _is_number(got):
-            raise AssertionError(f"zero2_memory_bytes{(psi, n, k)} returned {got!r}; return a number of bytes.")
-        if math.isclose(got, exp, rel_tol=1e-9, abs_tol=1e-9):
-            continue
-        hint = ""
-        for stage, why in ((1, "the gradient is still replicated (that is stage 1)"),
-                           (3, "the fp16 parameters are sharded too (that is stage 3)"),
-                           (0, "nothing is sharded (that is stage 0)")):
-            if math.isclose(got, adam_memory_bytes(psi, n, stage=stage, k=k), rel_tol=1e-9):
-                hint = f" Your value means {why}."
-        raise AssertionError(f"zero2_memory_bytes(num_params={psi}, world_size={n}, k={k}) returned {got!r}, "
-                             f"expected 2Ψ + (2+K)Ψ/N = {exp!r}.{hint}")
+def zero2_mismatch(args: tuple[int, int, int], got: Any, expected: float) -> str | None:
+    """Why ``got`` is not ``expected`` bytes for ``zero2_memory_bytes(*args)`` (``None`` when it is)."""
+    if not _is_number(got):
+        return f"zero2_memory_bytes{args} returned {got!r}; return a number of bytes."[:300]
+    if math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-9):
+        return None
+    psi, n, k = args
+    return (f"zero2_memory_bytes(num_params={psi}, world_size={n}, k={k}) returned {got!r}, "
+            f"expected 2Ψ + (2+K)Ψ/N = {expected!r}.")
 
 
-# --------------------------------------------------------------------------- chapter: figure and explorer
+def assert_zero2_memory(fn: Callable[[int, int, int], Any], cases: Sequence[tuple[int, int, int, float]]) -> None:
+    """``fn(num_params, N, k)`` is the ``expected`` bytes of every case ``(num_params, N, k, expected)``."""
+    for psi, n, k, expected in cases:
+        message = zero2_mismatch((psi, n, k), fn(psi, n, k), expected)
+        if message:
+            raise AssertionError(message)
+
+
+# --------------------------------------------------------------------------- chapter: figures and explorer
 
 
 def plot_shard_norms(local_norms: Sequence[float], global_norm: float, reference_norm: float | None = None,
                      *, title: str = "Local shard norms vs the global gradient norm") -> Figure:
     """Bars: each rank's local shard norm; lines: the true global norm and two wrong combinations.
 
-    ``global_norm`` is sqrt of the all-reduced sum of squared shard norms (as measured);
-    ``reference_norm`` (optional) is ``clip_grad_norm_`` on the unsharded gradient, drawn
-    as a marker so the reader sees the two agree. Norms are in gradient units.
+    ``global_norm`` is the norm every rank agreed on (as measured); ``reference_norm``
+    (optional) is ``clip_grad_norm_`` on the unsharded gradient, drawn as a marker so the
+    reader sees the two agree. Norms are in gradient units.
     """
     if not local_norms:
         raise ValueError("need at least one local norm")
@@ -497,29 +462,30 @@ def _gb(value: float, _: object = None) -> str:
     return f"{value / 1e9:.3g} GB"
 
 
-def plot_stage_memory(num_params: int, world_sizes: Sequence[int], k: int = 12, *,
-                      marked: Mapping[int, float] | None = None) -> Figure:
-    """Persistent bytes per rank for ZeRO stages 0, 1, 2 against N (from ``adam_memory_bytes``).
+STAGE_NAMES = ("stage 0: replicated (2+2+K)Ψ", "stage 1: shard optimizer state 4Ψ + KΨ/N",
+               "stage 2: + shard gradients 2Ψ + (2+K)Ψ/N")
 
-    ``marked`` maps world sizes to bytes to overlay as markers (e.g. the value a reader
-    computed). The dotted line is stage 2's floor, the 2Ψ of fp16 parameters.
+
+def plot_stage_memory(num_params: float, k: int, world_sizes: Sequence[int], stage_bytes: Sequence[Sequence[float]],
+                      *, marked: Mapping[int, float] | None = None) -> Figure:
+    """Persistent bytes per rank for ZeRO stages 0, 1, 2 against N, as given (stored) numbers.
+
+    ``stage_bytes[s][i]`` is stage ``s``'s bytes per rank on ``world_sizes[i]`` ranks for
+    ``num_params`` parameters and ``k`` optimizer bytes per parameter; stages beyond 2 are
+    ignored. ``marked`` maps world sizes to bytes to overlay as markers. The dotted line is
+    stage 2's floor, the 2Ψ bytes of fp16 parameters.
     """
-    ws = sorted(set(int(n) for n in world_sizes))
-    if not ws or ws[0] < 1:
-        raise ValueError("world sizes must be >= 1")
+    if not world_sizes or min(world_sizes) < 1 or len(stage_bytes) < 3:
+        raise ValueError("need world sizes >= 1 and the bytes of stages 0, 1 and 2")
     fig = Figure(figsize=(7.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
-    names = {0: "stage 0: replicated (2+2+K)Ψ", 1: "stage 1: shard optimizer state 4Ψ + KΨ/N",
-             2: "stage 2: + shard gradients 2Ψ + (2+K)Ψ/N"}
-    colors = {0: "#7f7f7f", 1: "#1f77b4", 2: "#d62728"}
-    for stage, label in names.items():
-        ax.plot(ws, [adam_memory_bytes(num_params, n, stage, k) for n in ws], marker="o", ms=3,
-                color=colors[stage], label=label)
+    for stage, (label, color) in enumerate(zip(STAGE_NAMES, ("#7f7f7f", "#1f77b4", "#d62728"))):
+        ax.plot(world_sizes, stage_bytes[stage], marker="o", ms=3, color=color, label=label)
     ax.axhline(2 * num_params, color="#d62728", ls=":", lw=1, label="2Ψ: fp16 parameters (stage 2 floor)")
     for n, value in (marked or {}).items():
         ax.plot([n], [value], "o", ms=10, mfc="none", mew=2, color="k", label=f"N = {n}: {_gb(value)} per rank")
     ax.set_xscale("log", base=2)
-    ax.set_ylim(0, adam_memory_bytes(num_params, 1, 0, k) * 1.08)
+    ax.set_ylim(0, max(stage_bytes[0]) * 1.08)
     ax.yaxis.set_major_formatter(FuncFormatter(_gb))
     ax.set_xlabel("world size N (data-parallel ranks)")
     ax.set_ylabel("model-state bytes per rank")
@@ -529,46 +495,47 @@ def plot_stage_memory(num_params: int, world_sizes: Sequence[int], k: int = 12, 
     return fig
 
 
-def stage_costs(num_params: int, world_size: int, k: int = 12, bytes_per_grad: int = 2) -> dict[str, float]:
-    """Bytes per rank for ZeRO stages 0-2 and one step's ring traffic of stage 2 vs stage 0.
-
-    Stage 2 reduce-scatters the gradient and all-gathers the updated parameters (both
-    ``bytes_per_grad`` bytes/element); stage 0 all-reduces the gradient. Same total.
-    """
-    rs = ring_reduce_scatter_bytes(num_params, bytes_per_grad, world_size)
-    ag = ring_allgather_bytes(num_params, bytes_per_grad, world_size)
-    ar = ring_allreduce_bytes(num_params, bytes_per_grad, world_size)
-    memory = {f"stage{s}_bytes": adam_memory_bytes(num_params, world_size, s, k) for s in (0, 1, 2)}
-    return memory | {"reduce_scatter_bytes": rs, "all_gather_bytes": ag, "all_reduce_bytes": ar}
-
-
 def gradient_sharding_explorer(num_params: float = 7.5e9, world_size: int = 64, k: int = 12):
-    """Sliders for Ψ (log), N and K: bytes per rank for stages 0-2 and stage-2 traffic per step.
+    """Sliders for Ψ, N and K over the stored grid ``06_explorer``: bytes per rank and traffic per step.
 
-    Returns an ``ipywidgets.VBox`` with an ``update()`` method that recomputes, redraws
-    and returns the numbers of :func:`stage_costs` (so it also works headless).
+    For every grid value of Ψ (parameters), N (ranks) and K (optimizer bytes per parameter)
+    the stored grid holds the bytes per rank of stages 0-2 and one step's ring traffic per
+    rank with fp16 messages: stage 2's reduce-scatter and all-gather, stage 0's all-reduce.
+    The arguments must be grid values. Returns an ``ipywidgets.VBox`` with an ``update()``
+    method that looks up, redraws and returns the numbers (so it also works headless).
     """
     import ipywidgets as W
     from IPython.display import Image, display
 
+    grid = load("06_explorer")
     style, layout = {"description_width": "140px"}, W.Layout(width="520px")
-    p_slider = W.FloatLogSlider(value=num_params, base=10, min=6, max=12, step=0.05, description="parameters Ψ",
-                                style=style, layout=layout, continuous_update=False, readout_format=".3g")
-    n_slider = W.IntSlider(value=world_size, min=1, max=1024, description="world size N", style=style,
-                           layout=layout, continuous_update=False)
-    k_slider = W.IntSlider(value=k, min=0, max=24, description="optimizer bytes K", style=style, layout=layout,
-                           continuous_update=False)
+
+    def slider(description: str, options: Sequence[float], value: float, label: Callable[[float], str]) -> Any:
+        chosen = [o for o in options if math.isclose(o, value, rel_tol=1e-9)]
+        if not chosen:
+            raise ValueError(f"{description}={value!r} is not on the stored grid; choose one of {list(options)}")
+        return W.SelectionSlider(options=[(label(o), o) for o in options], value=chosen[0], description=description,
+                                 style=style, layout=layout, continuous_update=False)
+
+    controls = {"num_params": slider("parameters Ψ", grid["num_params"], num_params, lambda v: f"{v:.3g}"),
+                "world_size": slider("world size N", grid["world_sizes"], world_size, str),
+                "k": slider("optimizer bytes K", grid["ks"], k, str)}
     summary, out = W.HTML(), W.Output()
 
     def update(*_: Any) -> dict[str, float]:
-        psi, n, kk = int(round(p_slider.value)), int(n_slider.value), int(k_slider.value)
-        result = stage_costs(psi, n, kk)
+        p = grid["num_params"].index(controls["num_params"].value)
+        n = grid["world_sizes"].index(controls["world_size"].value)
+        kk = grid["ks"].index(controls["k"].value)
+        stage_bytes = grid["stage_bytes"][p][kk]
+        traffic = grid["traffic_bytes"][p][n]
+        result = {f"stage{s}_bytes": stage_bytes[s][n] for s in range(3)} | traffic
         summary.value = (
             f"<b>per rank</b>: stage 0 {_gb(result['stage0_bytes'])} · stage 1 {_gb(result['stage1_bytes'])} · "
             f"<b>stage 2 {_gb(result['stage2_bytes'])}</b><br>"
             f"<b>traffic per step</b> (fp16, ring): reduce-scatter {_gb(result['reduce_scatter_bytes'])} + "
             f"all-gather {_gb(result['all_gather_bytes'])} = all-reduce {_gb(result['all_reduce_bytes'])}")
-        fig = plot_stage_memory(psi, [2 ** e for e in range(11)], kk, marked={n: result["stage2_bytes"]})
+        fig = plot_stage_memory(controls["num_params"].value, controls["k"].value, grid["world_sizes"], stage_bytes,
+                                marked={controls["world_size"].value: result["stage2_bytes"]})
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=90)
         with out:
@@ -577,10 +544,10 @@ def gradient_sharding_explorer(num_params: float = 7.5e9, world_size: int = 64, 
         box.last_result = result
         return result
 
-    for w in (p_slider, n_slider, k_slider):
+    for w in controls.values():
         w.observe(update, names="value")
-    box = W.VBox([p_slider, n_slider, k_slider, summary, out])
-    box.controls = {"num_params": p_slider, "world_size": n_slider, "k": k_slider}
+    box = W.VBox([*controls.values(), summary, out])
+    box.controls = controls
     box.update = update
     update()
     return box

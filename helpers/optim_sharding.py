@@ -1,15 +1,20 @@
-"""Lesson 05, optimizer-state sharding: references, rank-side drivers, checks, figure, explorer.
+"""Lesson 05, optimizer-state sharding: rank-side drivers, checks, figure and explorer.
 
-Three kinds of function live here:
-
-* **references**: what ``torch.distributed.optim.ZeroRedundancyOptimizer`` does on a real
-  gloo group (:func:`zero_owners_on_rank`, :func:`zero_train_on_rank`) and single-process
-  float64 ``torch.optim.Adam`` on the full batch (:func:`adam_reference`);
+* **PyTorch's own implementation**: :func:`zero_optimizer_class` imports
+  ``torch.distributed.optim.ZeroRedundancyOptimizer`` quickly and quietly, and
+  :func:`zero_train_on_rank` trains with it on a gloo group, for the visible tests to
+  compare against;
 * **rank-side drivers** (``*_on_rank``): run inside :func:`helpers.cluster.run`, call a
   student's function or optimizer the way the assignment's contract says, and return plain
   tensors; :func:`persistent_tensor_bytes` measures what an optimizer object really holds;
-* **checks** (``assert_*``) that raise :class:`AssertionError` with messages that teach,
-  and the chapter's figure (:func:`plot_zero_memory`) and explorer (:func:`memory_explorer`).
+* **checks** (``assert_*``) that compare given results with given expected values and raise
+  :class:`AssertionError` with messages that teach;
+* the chapter's figure (:func:`plot_zero_memory`) and explorer (:func:`memory_explorer`),
+  drawn from the results stored with the course (:mod:`helpers.stored`).
+
+The single-process float64 Adam reference, the partition rule and the memory calculator
+live on the instructor's side (``autograder.lessons.l05``); the visible tests read their
+expected values from stored results (:func:`stored_adam`).
 
 Units: memory and communication in bytes, sizes in elements (``numel``). The optimizer
 state of fp32 Adam is ``exp_avg`` + ``exp_avg_sq``: 8 bytes per element; the step counter
@@ -29,21 +34,23 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 from torch import nn
 
-from helpers.costs import adam_memory_bytes
+from helpers.data import tensors_from_json
 from helpers.models import shard_batch
 from helpers.plots import format_bytes
-from helpers.reference import mse, state_of, to_float64
+from helpers.reference import mse, state_of
+from helpers.stored import load
 
 __all__ = [
-    "ADAM_STATE_BYTES_PER_ELEMENT", "Moments", "zero_optimizer_class", "zero_owners_on_rank",
-    "zero_train_on_rank", "adam_reference", "persistent_tensor_bytes", "partition_on_rank",
-    "sharded_train_on_rank", "assert_partition", "assert_partition_balanced",
-    "assert_sharded_training", "assert_matches_zero", "assert_state_memory",
-    "assert_in_place", "assert_consolidated", "plot_zero_memory",
-    "memory_explorer",
+    "ADAM_STATE_BYTES_PER_ELEMENT", "Moments", "zero_optimizer_class", "moments_by_name", "zero_train_on_rank",
+    "stored_adam", "persistent_tensor_bytes", "partition_on_rank", "sharded_train_on_rank", "assert_partition",
+    "assert_partition_balanced", "assert_sharded_training", "assert_matches_zero", "assert_state_memory",
+    "assert_in_place", "assert_consolidated", "plot_zero_memory", "memory_explorer",
 ]
 
 ADAM_STATE_BYTES_PER_ELEMENT = 8  # fp32 exp_avg + exp_avg_sq
+STORED_REFERENCES = "05_visible_references"
+STORED_MEMORY = "05_zero_memory"
+STORED_EXPLORER = "05_memory_explorer"
 Batch = tuple[torch.Tensor, torch.Tensor]
 State = dict[str, torch.Tensor]
 Moments = dict[str, tuple[torch.Tensor, torch.Tensor, float]]  # name -> (exp_avg, exp_avg_sq, step)
@@ -74,35 +81,12 @@ def zero_optimizer_class() -> type:
     return ZeroRedundancyOptimizer
 
 
-def zero_owners_on_rank(numels: Sequence[int], group: dist.ProcessGroup | None = None) -> list[int]:
-    """The group rank ZeroRedundancyOptimizer assigns each parameter to (call inside ``run``).
+def moments_by_name(state: Mapping[Any, Mapping[str, Any]], names: Mapping[int, str]) -> Moments:
+    """Copies of ``exp_avg``, ``exp_avg_sq`` and ``step`` of an Adam-style ``state``, keyed by parameter name.
 
-    Builds throwaway parameters of ``numels`` elements and reads ZeRO's own partition.
+    ``names`` maps ``id(parameter)`` to its name; a key that is not a model parameter is named
+    by its shape, so that a check can say what it is.
     """
-    params = [nn.Parameter(torch.zeros(n)) for n in numels]
-    zero = zero_optimizer_class()(params, optimizer_class=torch.optim.SGD, lr=0.1, process_group=group)
-    return _owners_from_zero(zero, params)
-
-
-def _owners_from_zero(zero: Any, params: Sequence[torch.Tensor]) -> list[int]:
-    index = {id(p): i for i, p in enumerate(params)}
-    owners = [-1] * len(params)
-    for rank, groups in enumerate(zero._partition_parameters()):
-        for g in groups:
-            for p in g["params"]:
-                owners[index[id(p)]] = rank
-    return owners
-
-
-def _average_gradients(params: Iterable[torch.Tensor], group: dist.ProcessGroup | None) -> None:
-    n = dist.get_world_size(group)
-    for p in params:
-        if p.grad is not None:
-            dist.all_reduce(p.grad, group=group)
-            p.grad.div_(n)
-
-
-def _moments_by_name(state: Mapping[Any, Mapping[str, Any]], names: Mapping[int, str]) -> Moments:
     out: Moments = {}
     for key, s in state.items():
         name = names.get(id(key), f"<not a model parameter: {tuple(getattr(key, 'shape', ()))}>")
@@ -116,8 +100,8 @@ def zero_train_on_rank(
 ) -> dict[str, Any]:
     """Train ``model_fn()`` with ZeroRedundancyOptimizer(Adam) on this rank's shards.
 
-    Gradients are averaged over ``group`` by hand (all-reduce, divide) before each
-    ``step()``, exactly what DDP would hand it. Returns this rank's ``params`` (state dict
+    Before each ``step()`` every gradient is all-reduced with ``ReduceOp.AVG`` over
+    ``group``, which is what DDP would hand ZeRO. Returns this rank's ``params`` (state dict
     copy) and ``moments`` (the Adam state of the parameters this rank owns, by name).
     """
     model = model_fn()
@@ -129,29 +113,19 @@ def zero_train_on_rank(
         xs, ys = shard_batch(x, y, rank, n)
         zero.zero_grad(set_to_none=True)
         mse(model(xs), ys).backward()
-        _average_gradients(model.parameters(), group)
+        for grad in (p.grad for p in model.parameters() if p.grad is not None):
+            dist.all_reduce(grad, op=dist.ReduceOp.AVG, group=group)
         zero.step()
-    return {"params": state_of(model), "moments": _moments_by_name(zero.optim.state, names),
-            "owners": _owners_from_zero(zero, list(model.parameters()))}
+    return {"params": state_of(model), "moments": moments_by_name(zero.optim.state, names)}
 
 
-# --------------------------------------------------------------------------- single-process reference
-
-
-def adam_reference(model: nn.Module, batches: Sequence[Batch], hyper: Mapping[str, Any]) -> tuple[State, Moments]:
-    """float64 parameters and Adam moments after one ``torch.optim.Adam`` step per full batch.
-
-    Single process, full-batch mean loss, double precision; ``model`` is not modified.
-    Parameters with ``requires_grad=False`` get no state.
-    """
-    ref = to_float64(model)
-    names = {id(p): n for n, p in ref.named_parameters()}
-    opt = torch.optim.Adam([p for p in ref.parameters() if p.requires_grad], **hyper)
-    for x, y in batches:
-        opt.zero_grad(set_to_none=True)
-        mse(ref(x.double()), y.double()).backward()
-        opt.step()
-    return state_of(ref), _moments_by_name(opt.state, names)
+def stored_adam(case: str) -> tuple[State, Moments]:
+    """The stored single-process float64 Adam result of visible test ``case``: (parameters, moments)."""
+    data = load(STORED_REFERENCES)[case]
+    moments = tensors_from_json(data["moments"])
+    return tensors_from_json(data["params"]), {
+        name: (moments[f"{name}.exp_avg"], moments[f"{name}.exp_avg_sq"], float(step))
+        for name, step in data["steps"].items()}
 
 
 # --------------------------------------------------------------------------- measuring an optimizer
@@ -200,11 +174,9 @@ def persistent_tensor_bytes(obj: Any, exclude: Iterable[torch.Tensor] = (), max_
 # --------------------------------------------------------------------------- rank-side drivers
 
 
-def partition_on_rank(partition_fn: Callable[[list[int], int], list[int]], numels: Sequence[int],
-                      with_zero: bool = False) -> tuple[list[int], list[int] | None]:
-    """Call ``partition_fn(numels, world_size)`` on this rank; optionally ZeRO's partition too."""
-    ours = partition_fn(list(numels), dist.get_world_size())
-    return list(ours), (zero_owners_on_rank(numels) if with_zero else None)
+def partition_on_rank(partition_fn: Callable[[list[int], int], list[int]], numels: Sequence[int]) -> list[int]:
+    """Call ``partition_fn(numels, world_size)`` on this rank; return its owners as a list."""
+    return list(partition_fn(list(numels), dist.get_world_size()))
 
 
 def _identity_probe(model: nn.Module) -> dict[str, Any]:
@@ -251,7 +223,7 @@ def sharded_train_on_rank(
     held = persistent_tensor_bytes(opt, [*params, *(p.grad for p in params)])
     after = _identity_probe(model)
     result = {
-        "params": state_of(model), "init": init, "moments": _moments_by_name(opt.state, names),
+        "params": state_of(model), "init": init, "moments": moments_by_name(opt.state, names),
         "state_bytes": opt.state_bytes(), "held_bytes": held,
         "numels": {name: p.numel() for name, p in model.named_parameters()},
         "identity": {
@@ -279,16 +251,20 @@ def _greedy_load(numels: Sequence[int], owners: Sequence[int], world_size: int) 
     return load
 
 
-def assert_partition(per_rank: Sequence[Sequence[int]], numels: Sequence[int], expected: Sequence[int]) -> None:
-    """Every rank returned the same owner list, and it equals ``expected`` (ZeRO's)."""
-    world_size = len(per_rank)
+def assert_partition(per_rank: Sequence[Sequence[int]], numels: Sequence[int], expected: Sequence[int],
+                     world_size: int | None = None) -> None:
+    """Every rank returned the same owner list, and it equals ``expected`` (ZeRO's).
+
+    ``world_size`` is the number of ranks the owners are for (default: one list per rank).
+    """
+    world_size = len(per_rank) if world_size is None else world_size
     for rank, owners in enumerate(per_rank):
         if len(owners) != len(numels):
             raise AssertionError(f"rank {rank}: {len(owners)} owners for {len(numels)} parameters")
         bad = [o for o in owners if not isinstance(o, int) or not 0 <= o < world_size]
         if bad:
             raise AssertionError(f"rank {rank}: owners must be ints in [0, {world_size}), got {bad[:3]}")
-    for rank in range(1, world_size):
+    for rank in range(1, len(per_rank)):
         if list(per_rank[rank]) != list(per_rank[0]):
             raise AssertionError(
                 f"rank {rank} computed owners {list(per_rank[rank])} but rank 0 computed {list(per_rank[0])}. "
@@ -402,16 +378,14 @@ def assert_matches_zero(per_rank: Sequence[Mapping[str, Any]], what: str,
 
 
 def assert_state_memory(per_rank: Sequence[Mapping[str, Any]], owners: Sequence[int], what: str) -> None:
-    """state_bytes() is true (what the optimizer holds), owned-only, and sums to the calculator's.
+    """state_bytes() is true (what the optimizer holds) and counts owned parameters only.
 
-    ``owners`` is the reference partition over the model's parameters in order.
+    ``owners`` is the expected partition over the model's parameters in order. Each rank must
+    hold, and report, 8 bytes per element it owns; summed over the ranks that is 8 Psi, what
+    replicated Adam holds on every rank.
     """
-    world_size = len(per_rank)
     numels = list(per_rank[0]["numels"].values())
-    total = sum(numels)
-    replicated = ADAM_STATE_BYTES_PER_ELEMENT * total
-    sharded_mean = adam_memory_bytes(total, world_size, 1, k=ADAM_STATE_BYTES_PER_ELEMENT) \
-        - adam_memory_bytes(total, world_size, 1, k=0)
+    replicated = ADAM_STATE_BYTES_PER_ELEMENT * sum(numels)
     for rank, r in enumerate(per_rank):
         owned = sum(n for n, o in zip(numels, owners) if o == rank)
         expected = ADAM_STATE_BYTES_PER_ELEMENT * owned
@@ -426,10 +400,6 @@ def assert_state_memory(per_rank: Sequence[Mapping[str, Any]], owners: Sequence[
             raise AssertionError(
                 f"{what}, rank {rank}: state_bytes() returned {reported}, expected {expected} = 8 bytes x "
                 f"{owned} owned elements (measured held: {held}; replicated Adam: {replicated}).")
-    reported_total = sum(r["state_bytes"] for r in per_rank)
-    if not math.isclose(reported_total, world_size * sharded_mean):
-        raise AssertionError(f"{what}: state bytes sum to {reported_total} over ranks, the calculator's "
-                             f"N x 8 Psi / N = {world_size * sharded_mean:g}")
 
 
 def assert_in_place(per_rank: Sequence[Mapping[str, Any]], what: str) -> None:
@@ -485,34 +455,36 @@ def assert_consolidated(
 
 _STAGE_LABELS = {0: "stage 0: replicated (2+2+K)Ψ", 1: "stage 1: optimizer states 4Ψ + KΨ/N",
                  2: "stage 2: + gradients 2Ψ + (2+K)Ψ/N", 3: "stage 3: + parameters (4+K)Ψ/N"}
+_PART_LABELS = ("fp16 parameters (2Ψ)", "fp16 gradients (2Ψ)", "optimizer state (KΨ)")
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 
 
 def plot_zero_memory(
-    num_params: int, world_sizes: Sequence[int], k: int = 12, *,
+    curves: Mapping[str, Any], *, budget_bytes: float | None = None,
     measured: Mapping[int, float] | None = None, measured_params: int | None = None,
-    budget_bytes: float | None = None,
 ) -> Figure:
     """Model-state bytes per rank against world size for ZeRO stages 0-3.
 
-    Left: :func:`helpers.costs.adam_memory_bytes` for ``num_params`` parameters (Psi) and
-    ``k`` optimizer bytes per parameter, log-log, with an optional memory ``budget_bytes``
-    line. Right (when ``measured`` is given): optimizer-state bytes per rank measured on a
-    gloo group, ``measured[N]`` = the largest rank's bytes for a model of ``measured_params``
-    fp32 parameters, against the formula 8 Psi / N (fp32 Adam: K = 8, no master copy).
+    Left: ``curves``, a stored result (``load("05_zero_memory")["curves"]``) with
+    ``num_params`` (Psi), ``k`` (optimizer bytes per parameter), ``world_sizes``,
+    ``bytes_per_rank[str(stage)]`` (one value per world size) and ``stage1_floor``, log-log,
+    with an optional memory ``budget_bytes`` line. Right (when ``measured`` is given):
+    optimizer-state bytes per rank measured on a gloo group, ``measured[N]`` = the largest
+    rank's bytes for a model of ``measured_params`` fp32 parameters, against the N = 1
+    measurement divided by N (``measured`` must include N = 1).
     """
-    ns = sorted(set(int(n) for n in world_sizes))
-    if not ns or ns[0] < 1:
-        raise ValueError("world sizes must be >= 1")
+    ns = [int(n) for n in curves["world_sizes"]]
+    psi, k, floor = curves["num_params"], curves["k"], curves["stage1_floor"]
+    if measured and 1 not in measured:
+        raise ValueError("measured needs the N = 1 value (replicated state) to draw the 1/N share")
     fig = Figure(figsize=(11 if measured else 7, 4.2), layout="constrained")
     axes = fig.subplots(1, 2 if measured else 1)
     ax = axes[0] if measured else axes
     for stage in range(4):
-        ax.plot(ns, [adam_memory_bytes(num_params, n, stage, k) for n in ns], marker="o", ms=3,
-                color=_COLORS[stage], label=_STAGE_LABELS[stage])
-    ax.axhline(4 * num_params, color=_COLORS[1], ls=":", lw=1)
-    ax.text(ns[-1], 4 * num_params * 0.93, "stage-1 floor 4Ψ", ha="right", va="top", fontsize=8,
-            color=_COLORS[1])
+        ax.plot(ns, curves["bytes_per_rank"][str(stage)], marker="o", ms=3, color=_COLORS[stage],
+                label=_STAGE_LABELS[stage])
+    ax.axhline(floor, color=_COLORS[1], ls=":", lw=1)
+    ax.text(ns[-1], floor * 0.93, "stage-1 floor 4Ψ", ha="right", va="top", fontsize=8, color=_COLORS[1])
     if budget_bytes:
         ax.axhline(budget_bytes, color="k", ls="--", lw=1, label=f"budget {format_bytes(budget_bytes)}")
     ax.set_xscale("log", base=2)
@@ -520,21 +492,20 @@ def plot_zero_memory(
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v)))
     ax.set_xlabel("data-parallel world size N (ranks)")
     ax.set_ylabel("model-state bytes per rank")
-    ax.set_title(f"Mixed-precision Adam, Ψ = {num_params / 1e9:.3g} B parameters, K = {k}", fontsize=10)
+    ax.set_title(f"Mixed-precision Adam, Ψ = {psi / 1e9:.3g} B parameters, K = {k}", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
     if measured:
         ax2 = axes[1]
         pts = sorted(measured.items())
-        fine = [pts[0][0] + (pts[-1][0] - pts[0][0]) * i / 200 for i in range(201)]
-        ax2.plot(fine, [ADAM_STATE_BYTES_PER_ELEMENT * measured_params / n for n in fine], color="k",
-                 label="formula 8Ψ/N (fp32 Adam, K = 8)")
+        replicated = measured[1]
+        ax2.plot([n for n, _ in pts], [replicated / n for n, _ in pts], color="k", marker=".",
+                 label="an equal share: (N = 1 state) / N")
         ax2.plot([n for n, _ in pts], [b for _, b in pts], "o", ms=9, mfc="none", mew=2, color=_COLORS[1],
                  label="measured: largest rank's exp_avg + exp_avg_sq")
-        ax2.axhline(ADAM_STATE_BYTES_PER_ELEMENT * measured_params, color=_COLORS[0], ls=":", lw=1,
-                    label="replicated: 8Ψ on every rank")
+        ax2.axhline(replicated, color=_COLORS[0], ls=":", lw=1, label="replicated: the whole state on every rank")
         ax2.set_xticks([n for n, _ in pts])
-        ax2.set_ylim(0, ADAM_STATE_BYTES_PER_ELEMENT * measured_params * 1.1)
+        ax2.set_ylim(0, replicated * 1.1)
         ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v)))
         ax2.set_xlabel("world size N (gloo ranks)")
         ax2.set_ylabel("optimizer-state bytes on the fullest rank")
@@ -546,36 +517,43 @@ def plot_zero_memory(
 
 def memory_explorer(num_params: float = 7.5e9, k: int = 12, world_size: int = 64,
                     budget_gb: float = 32.0) -> Any:
-    """Sliders for model size Psi, optimizer bytes K and world size N (ipywidgets VBox).
+    """Model size Psi, optimizer bytes K, world size N and a device budget (ipywidgets VBox).
 
     Shows the per-rank bytes of stages 0-3 as stacked bars of parameters, gradients and
-    optimizer state, against a device budget in GB (1 GB = 1e9 B). The returned box has
-    ``update()`` (redraw and return the numbers as a dict) and ``controls``.
+    optimizer state (stored result ``05_memory_explorer``, one entry per choice of Psi, K
+    and N), against a budget in GB (1 GB = 1e9 B). ``num_params``, ``k`` and
+    ``world_size`` must be among the choices. The returned box has ``update()`` (redraw and
+    return the numbers as a dict) and ``controls``.
     """
     import ipywidgets as W
     from IPython.display import Image, display
 
+    grid = load(STORED_EXPLORER)
+    sizes, ks, ns = list(grid["num_params"]), list(grid["k"]), list(grid["world_sizes"])
+    for name, value, options in (("num_params", num_params, sizes), ("k", k, ks), ("world_size", world_size, ns)):
+        if value not in options:
+            raise ValueError(f"{name} must be one of {options}, got {value!r}")
     style, layout = {"description_width": "150px"}, W.Layout(width="520px")
-    p_slider = W.FloatLogSlider(value=num_params, base=10, min=7, max=12, step=0.05, description="parameters Ψ",
-                                style=style, layout=layout, continuous_update=False, readout_format=".3g")
-    k_slider = W.IntSlider(value=k, min=0, max=24, description="optimizer bytes K", style=style, layout=layout,
-                           continuous_update=False)
-    n_slider = W.IntSlider(value=world_size, min=1, max=1024, description="world size N", style=style,
-                           layout=layout, continuous_update=False)
+    p_choice = W.Dropdown(options=[(f"{psi / 1e9:g} B", psi) for psi in sizes], value=int(num_params),
+                          description="parameters Ψ", style=style, layout=layout)
+    k_choice = W.Dropdown(options=ks, value=k, description="optimizer bytes K", style=style, layout=layout)
+    n_slider = W.SelectionSlider(options=ns, value=world_size, description="world size N", style=style,
+                                 layout=layout, continuous_update=False)
     b_slider = W.FloatLogSlider(value=budget_gb, base=10, min=0, max=3, step=0.05, description="budget (GB)",
                                 style=style, layout=layout, continuous_update=False, readout_format=".3g")
     summary, out = W.HTML(), W.Output()
 
     def update(*_: Any) -> dict[str, Any]:
-        psi, kk, n, budget = int(round(p_slider.value)), int(k_slider.value), int(n_slider.value), b_slider.value * 1e9
-        per_stage = {s: adam_memory_bytes(psi, n, s, kk) for s in range(4)}
+        psi, kk, n, budget = int(p_choice.value), int(k_choice.value), int(n_slider.value), b_slider.value * 1e9
+        parts = grid["parts"][str(psi)][str(kk)][ns.index(n)]
+        per_stage = {s: sum(parts[s]) for s in range(4)}
         fits = [s for s in range(4) if per_stage[s] <= budget]
         summary.value = "<br>".join(
             f"<b>stage {s}</b>: {format_bytes(b)} per rank {'✓ fits' if b <= budget else '✗ too big'}"
-            for s, b in per_stage.items()) + f"<br>stage 1 can never go below 4Ψ = {format_bytes(4 * psi)}"
-        fig = _breakdown_figure(psi, kk, n, budget)
+            for s, b in per_stage.items()) + \
+            f"<br>stage 1 can never go below 4Ψ = {format_bytes(grid['stage1_floor'][str(psi)])}"
         png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=100)
+        _breakdown_figure(parts, psi, kk, n, budget).savefig(png, format="png", dpi=100)
         with out:
             out.clear_output(wait=True)
             display(Image(data=png.getvalue(), format="png"))
@@ -584,24 +562,22 @@ def memory_explorer(num_params: float = 7.5e9, k: int = 12, world_size: int = 64
         box.last_result = result
         return result
 
-    for w in (p_slider, k_slider, n_slider, b_slider):
+    for w in (p_choice, k_choice, n_slider, b_slider):
         w.observe(update, names="value")
-    box = W.VBox([p_slider, k_slider, n_slider, b_slider, summary, out])
-    box.controls = {"num_params": p_slider, "k": k_slider, "world_size": n_slider, "budget_gb": b_slider}
+    box = W.VBox([p_choice, k_choice, n_slider, b_slider, summary, out])
+    box.controls = {"num_params": p_choice, "k": k_choice, "world_size": n_slider, "budget_gb": b_slider}
     box.update = update
     update()
     return box
 
 
-def _breakdown_figure(psi: int, k: int, n: int, budget: float) -> Figure:
-    """Stacked bars: parameter, gradient and optimizer-state bytes per rank for stages 0-3."""
+def _breakdown_figure(parts: Sequence[Sequence[float]], psi: int, k: int, n: int, budget: float) -> Figure:
+    """Stacked bars: ``parts[stage]`` = (parameter, gradient, optimizer-state) bytes per rank."""
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
-    parts = {"fp16 parameters (2Ψ)": [2 * psi / (n if s >= 3 else 1) for s in range(4)],
-             "fp16 gradients (2Ψ)": [2 * psi / (n if s >= 2 else 1) for s in range(4)],
-             "optimizer state (KΨ)": [k * psi / (n if s >= 1 else 1) for s in range(4)]}
     bottom = [0.0] * 4
-    for color, (label, values) in zip(_COLORS, parts.items()):
+    for i, (color, label) in enumerate(zip(_COLORS, _PART_LABELS)):
+        values = [parts[s][i] for s in range(4)]
         ax.bar(range(4), [v / 1e9 for v in values], bottom=[b / 1e9 for b in bottom], color=color, label=label)
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.axhline(budget / 1e9, color="k", ls="--", lw=1, label=f"budget {budget / 1e9:.3g} GB")

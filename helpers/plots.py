@@ -1,7 +1,8 @@
 """Figures for the chapters.
 
-Every function takes data the notebook computed (usually measured on a gloo
-group) and returns a :class:`matplotlib.figure.Figure`. Figures are built with
+Every function takes data the notebook measured (usually on a gloo group) or loaded
+from the results stored with the course (:mod:`helpers.stored`), and returns a
+:class:`matplotlib.figure.Figure`; none computes an exercise's answer. Figures are built with
 the object-oriented API, not ``pyplot``, so that
 
 * a notebook shows each figure exactly once (when it is the value of a cell or
@@ -11,14 +12,14 @@ the object-oriented API, not ``pyplot``, so that
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from helpers.costs import ring_allreduce_bytes
-
 __all__ = [
     "format_bytes",
+    "format_count",
     "plot_sample_weights",
     "plot_replica_drift",
     "plot_ring_schedule",
@@ -40,8 +41,9 @@ def format_bytes(num_bytes: float) -> str:
     raise AssertionError("unreachable")
 
 
-def _format_count(n: float) -> str:
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+def format_count(n: float) -> str:
+    """Short count with a decimal suffix: ``format_count(1.3e9) == '1.3B'``, ``format_count(500) == '500'``."""
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= scale:
             return f"{n / scale:.3g}{unit}"
     return f"{n:.0f}"
@@ -174,57 +176,49 @@ def _rect(x: float, y: float, color: str):
 
 
 def plot_allreduce_bytes(
-    world_sizes: Sequence[int],
-    model_sizes: Sequence[int],
-    bytes_per_element: int = 4,
+    curves: Mapping[str, Any],
     *,
     measured: Mapping[int, Mapping[int, float]] | None = None,
 ) -> Figure:
     """Ring all-reduce bytes sent per rank per step against world size.
 
-    Left: absolute bytes for each model size (parameter count) with gradients of
-    ``bytes_per_element`` bytes, and the ``2 x message`` limit dashed. Right:
-    the same volumes divided by the message size, which is ``2(N-1)/N`` for every
-    model; ``measured[num_elements][world_size]`` (e.g. bytes from the
-    communication ledger for a gradient of ``num_elements`` elements) is
-    overlaid as markers on this panel. World sizes below 2 are skipped.
+    ``curves`` is a stored result (``load("01_ring_allreduce")["figure"]``): ``world_sizes``,
+    ``bytes_per_element`` and ``bytes_per_rank[str(num_params)]``, one byte count per world
+    size for a gradient of ``num_params`` elements. Left: those bytes, with the
+    ``2 x gradient`` limit dotted. Right: the same volumes divided by the gradient size (one
+    curve for every model); ``measured[num_elements][world_size]`` (e.g. bytes from the
+    communication ledger) is overlaid as markers on this panel.
     """
-    if not world_sizes or not model_sizes:
-        raise ValueError("need at least one world size and one model size")
-    ws = sorted(set(int(n) for n in world_sizes if n >= 2))
-    if not ws:
-        raise ValueError("world sizes must include at least one N >= 2 (N = 1 sends nothing)")
+    ws = [int(n) for n in curves["world_sizes"]]
+    b = int(curves["bytes_per_element"])
+    models = {int(m): [float(v) for v in values] for m, values in curves["bytes_per_rank"].items()}
+    if not models or any(len(v) != len(ws) for v in models.values()):
+        raise ValueError("need at least one model size, each with one byte count per world size")
     fig = Figure(figsize=(10, 4.0), layout="constrained")
     ax_abs, ax_rel = fig.subplots(1, 2)
-    for k, m in enumerate(model_sizes):
+    for k, (m, ys) in enumerate(models.items()):
         color = _COLORS[k % len(_COLORS)]
-        message = m * bytes_per_element
-        ys = [ring_allreduce_bytes(m, bytes_per_element, n) for n in ws]
+        message = m * b
         ax_abs.plot(ws, ys, marker="o", markersize=3, color=color,
-                    label=f"{_format_count(m)} params ({format_bytes(message)} gradient)")
+                    label=f"{format_count(m)} params ({format_bytes(message)} gradient)")
         ax_abs.axhline(2 * message, color=color, ls=":", lw=1)
+        ax_rel.plot(ws, [y / message for y in ys], color="k", lw=1.5, label="2(N−1)/N" if k == 0 else None)
     ax_abs.set_xscale("log", base=2)
     ax_abs.set_yscale("log")
-    smallest = min(ring_allreduce_bytes(m, bytes_per_element, ws[0]) for m in model_sizes)
-    largest = max(2 * m * bytes_per_element for m in model_sizes)
-    ax_abs.set_ylim(smallest / 20, largest * 2)
+    ax_abs.set_ylim(min(v[0] for v in models.values()) / 20, max(2 * m * b for m in models) * 2)
     ax_abs.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v)))
     ax_abs.set_xlabel("world size N (ranks)")
     ax_abs.set_ylabel("bytes sent per rank per step")
-    ax_abs.set_title(f"Ring all-reduce of the gradient ({bytes_per_element} B/element)\n"
+    ax_abs.set_title(f"Ring all-reduce of the gradient ({b} B/element)\n"
                      "dotted: the 2 × gradient-size limit", fontsize=10)
     ax_abs.grid(True, which="major", alpha=0.3)
 
-    lo, hi = min([ws[0], *(n for by_ws in (measured or {}).values() for n in by_ws)]), ws[-1]
-    fine = [lo * (hi / lo) ** (i / 400) for i in range(401)]
-    ax_rel.plot(fine, [2 * (n - 1) / n for n in fine], color="k", lw=1.5, label="formula 2(N−1)/N")
     ax_rel.axhline(2, color="k", ls=":", lw=1)
-    if measured:
-        for k, (m, by_ws) in enumerate(measured.items()):
-            pts = sorted(by_ws.items())
-            color = _COLORS[(len(model_sizes) + k) % len(_COLORS)]
-            ax_rel.plot([n for n, _ in pts], [b / (m * bytes_per_element) for _, b in pts], "o", ms=9,
-                        mfc="none", mew=2, color=color, label=f"measured (ledger), {m}-element gradient")
+    for k, (m, by_ws) in enumerate((measured or {}).items()):
+        pts = sorted(by_ws.items())
+        color = _COLORS[(len(models) + k) % len(_COLORS)]
+        ax_rel.plot([n for n, _ in pts], [v / (m * b) for _, v in pts], "o", ms=9,
+                    mfc="none", mew=2, color=color, label=f"measured (ledger), {m}-element gradient")
     ax_rel.set_xscale("log", base=2)
     ax_rel.set_ylim(0.9, 2.1)
     ax_rel.set_xlabel("world size N (ranks)")
@@ -237,57 +231,55 @@ def plot_allreduce_bytes(
 
 
 def alpha_beta_allreduce_time(
-    num_elements: int,
-    bytes_per_element: int,
+    bytes_per_rank: float,
     world_size: int,
     bandwidth_bytes_per_s: float,
     latency_s: float,
 ) -> tuple[float, float]:
     """``(latency_term, bandwidth_term)`` in seconds of a ring all-reduce.
 
-    Alpha-beta model: ``2(N-1)`` sequential messages each costing ``latency_s``
-    (alpha), plus ``2(N-1)/N * M`` bytes pushed through one link of
+    Alpha-beta model: ``2(N-1)`` sequential messages each costing ``latency_s`` (alpha),
+    plus the ``bytes_per_rank`` each rank sends pushed through one link of
     ``bandwidth_bytes_per_s`` (1/beta). Their sum is the predicted time.
     """
     if bandwidth_bytes_per_s <= 0 or latency_s < 0:
         raise ValueError("bandwidth must be > 0 and latency >= 0")
-    latency = 2 * (world_size - 1) * latency_s
-    bandwidth = ring_allreduce_bytes(num_elements, bytes_per_element, world_size) / bandwidth_bytes_per_s
-    return latency, bandwidth
+    return 2 * (world_size - 1) * latency_s, bytes_per_rank / bandwidth_bytes_per_s
 
 
 def plot_allreduce_time(
-    num_elements: int,
-    bytes_per_element: int,
+    world_sizes: Sequence[int],
+    bytes_per_rank: Sequence[float],
     world_size: int,
     bandwidth_bytes_per_s: float,
     latency_s: float,
     *,
-    max_world_size: int = 1024,
+    num_params: int,
+    bytes_per_element: int,
 ) -> Figure:
     """Alpha-beta time of one ring all-reduce against world size.
 
-    Shows the latency term, the bandwidth term and their sum for world sizes
-    2..``max_world_size`` and marks ``world_size`` with a dot.
+    ``bytes_per_rank[i]`` is what each rank sends at ``world_sizes[i]`` for a gradient of
+    ``num_params`` elements of ``bytes_per_element`` bytes (the title's numbers). Shows the
+    latency term, the bandwidth term and their sum, and marks ``world_size`` with a dot.
     """
-    ns = sorted({int(round(2 ** (i / 8))) for i in range(8, 8 * max(1, max_world_size.bit_length() - 1) + 1)}
-                | {world_size})
-    ns = [n for n in ns if 2 <= n <= max(max_world_size, world_size)]
-    lat, bw = zip(*(alpha_beta_allreduce_time(num_elements, bytes_per_element, n, bandwidth_bytes_per_s,
-                                              latency_s) for n in ns))
-    total = [a + b for a, b in zip(lat, bw)]
+    if len(world_sizes) != len(bytes_per_rank) or world_size not in world_sizes:
+        raise ValueError("need one byte count per world size, and world_size among them")
+    terms = [alpha_beta_allreduce_time(v, n, bandwidth_bytes_per_s, latency_s) for n, v in zip(world_sizes, bytes_per_rank)]
+    lat, bw = zip(*terms)
+    total = [a + b for a, b in terms]
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot(ns, [t * 1e3 for t in total], color="k", lw=2, label="total")
-    ax.plot(ns, [t * 1e3 for t in bw], color=_COLORS[0], ls="--", label="bandwidth term 2(N−1)/N·M·β")
-    ax.plot(ns, [t * 1e3 for t in lat], color=_COLORS[1], ls="--", label="latency term 2(N−1)·α")
-    a, b = alpha_beta_allreduce_time(num_elements, bytes_per_element, world_size, bandwidth_bytes_per_s, latency_s)
-    ax.plot([world_size], [(a + b) * 1e3], "o", color=_COLORS[3], ms=9, zorder=5, label=f"N = {world_size}")
+    ax.plot(world_sizes, [t * 1e3 for t in total], color="k", lw=2, label="total")
+    ax.plot(world_sizes, [t * 1e3 for t in bw], color=_COLORS[0], ls="--", label="bandwidth term 2(N−1)/N·M·β")
+    ax.plot(world_sizes, [t * 1e3 for t in lat], color=_COLORS[1], ls="--", label="latency term 2(N−1)·α")
+    here = total[list(world_sizes).index(world_size)]
+    ax.plot([world_size], [here * 1e3], "o", color=_COLORS[3], ms=9, zorder=5, label=f"N = {world_size}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("world size N (ranks)")
     ax.set_ylabel("time per all-reduce (ms)")
-    ax.set_title(f"{_format_count(num_elements)} elements × {bytes_per_element} B, "
+    ax.set_title(f"{format_count(num_params)} elements × {bytes_per_element} B, "
                  f"{bandwidth_bytes_per_s / 1e9:.3g} GB/s links, α = {latency_s * 1e6:.3g} µs", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)

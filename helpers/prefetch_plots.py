@@ -1,27 +1,27 @@
-"""Lesson 08, prefetching: the chapter's figures and its explorer.
+"""Lesson 08, prefetching: the chapter's figures and its explorer, drawn from stored results.
 
-Everything here draws what :mod:`helpers.prefetch` computes (``prefetch_schedule``,
-``peak_live_bytes``, ``exposed_communication``, ``max_prefetch_depth``,
-``blocked_waiting_s``); nothing derives a schedule its own way. Conventions:
+Nothing here evaluates the prefetch model: schedules, gaps, live-memory curves, peaks and the
+deepest depth within a budget come from ``helpers/stored/08_chapter.json`` and
+``helpers/stored/08_explorer.json`` (:func:`helpers.stored.load`), computed by the course's
+instructor side. Measured runs are drawn from what a chapter cell timed. Conventions:
 
-* ``gather_s[v]`` / ``compute_s[v]`` are unit ``v``'s all-gather and forward times in
-  **seconds**; figures show milliseconds;
-* a schedule is ``[(I_v, F_v, S_v, E_v), ...]`` (issue, landed, compute start, compute end),
-  all intervals half-open;
-* sizes are **bytes** (``unit_bytes[v]``: unit ``v``'s full parameters, ``activation_bytes[v]``
-  its activations kept for backward, ``shard_bytes``: every unit's shard together); labels are
-  decimal (kB, MB, GB) like :func:`helpers.plots.format_bytes`;
-* a measured trace is ``[(event, unit, perf_counter seconds), ...]`` with events
-  ``issue_call``, ``issue_return``, ``wait_call``, ``wait_return``, ``compute_start``,
-  ``compute_end`` (see :func:`helpers.prefetch.blocked_waiting_s`).
+* a **scenario** is a dict with ``gather_s`` / ``compute_s`` (seconds per unit), ``unit_bytes``,
+  ``activation_bytes``, ``shard_bytes``, ``depths`` (one row per depth ``0..U-1``: ``schedule``
+  ``[[I_v, F_v, S_v, E_v], ...]``, ``gaps`` (intervals where nothing computes), ``forward_s``,
+  ``exposed_s``, ``peak_bytes`` and, in the chapter's scenarios, ``curve``) and ``max_depth``
+  (the deepest depth within a budget, keyed by the budget in bytes); figures show milliseconds;
+* a **measured row** is one unit's timings on a rank: ``unit``, ``issue_at``, ``enqueue_s``,
+  ``wait_at``, ``blocked_s``, ``compute_at``, ``compute_s`` (seconds; ``*_at`` since the start);
+* sizes are bytes; labels are decimal (kB, MB, GB) like :func:`helpers.plots.format_bytes`.
 
 Figures are :class:`matplotlib.figure.Figure` objects built without ``pyplot`` (see
 :mod:`helpers.plots`). The explorer returns an ``ipywidgets.VBox`` with an ``update()`` method
-that recomputes, redraws and returns the numbers, so it also runs headless.
+that redraws and returns the numbers, so it also runs headless.
 """
 from __future__ import annotations
 
 import io
+from functools import lru_cache
 from typing import Any, Sequence
 
 from matplotlib.axes import Axes
@@ -29,15 +29,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from helpers import prefetch
 from helpers.plots import _COLORS, format_bytes
+from helpers.stored import load
 
 __all__ = [
-    "synthetic_units",
-    "exposed_gaps",
-    "live_memory_curve",
-    "depth_sweep",
-    "trace_rows",
+    "chapter_scenario",
+    "explorer_scenario",
     "plot_prefetch_timeline",
     "plot_live_memory",
     "plot_depth_tradeoff",
@@ -60,145 +57,65 @@ def _unit_color(v: int) -> str:
     return _COLORS[v % len(_COLORS)]
 
 
-def _depths(depth: int | Sequence[int]) -> list[int]:
-    depths = [int(depth)] if isinstance(depth, (int, float)) else [int(d) for d in depth]
-    if not depths or any(d < 0 for d in depths):
-        raise ValueError(f"need at least one depth, all >= 0, got {depth!r}")
-    return depths
-
-
-def _check_times(gather_s: Sequence[float], compute_s: Sequence[float]) -> None:
-    if not gather_s or len(gather_s) != len(compute_s):
-        raise ValueError("need one gather time and one compute time per unit, at least one unit")
-    if any(t < 0 for t in [*gather_s, *compute_s]):
-        raise ValueError("times must be >= 0")
-
-
-def _check_sizes(num_units: int, unit_bytes: Sequence[float], activation_bytes: Sequence[float]) -> None:
-    if len(unit_bytes) != num_units or len(activation_bytes) != num_units:
-        raise ValueError(f"need {num_units} unit sizes and {num_units} activation sizes")
-
-
 def _bytes_axis(value: float, _: object = None) -> str:
     return format_bytes(value)
 
 
-# --------------------------------------------------------------------------- numbers behind the figures
+def _rows(scenario: dict[str, Any], depth: int | Sequence[int]) -> list[dict[str, Any]]:
+    depths = [int(depth)] if isinstance(depth, (int, float)) else [int(d) for d in depth]
+    count = len(scenario["depths"])
+    if not depths or any(not 0 <= d < count for d in depths):
+        raise ValueError(f"need at least one depth, all in 0..{count - 1}, got {depth!r}")
+    return [scenario["depths"][d] for d in depths]
 
 
-def synthetic_units(num_units: int = 6, compute_ms: float = 1.0, comm_compute_ratio: float = 1.0,
-                    slow_unit: int | None = None, slow_factor: float = 4.0) -> tuple[list[float], list[float]]:
-    """``(gather_s, compute_s)`` of ``num_units`` equal units, optionally one slow all-gather.
+# --------------------------------------------------------------------------- stored results
 
-    Every unit computes for ``compute_ms`` milliseconds and all-gathers for
-    ``comm_compute_ratio * compute_ms``; unit ``slow_unit`` (if not ``None``) all-gathers
-    ``slow_factor`` times longer (a larger unit, a congested link).
+
+@lru_cache(maxsize=2)
+def _stored(name: str) -> dict[str, Any]:
+    return load(name)
+
+
+def chapter_scenario(name: str) -> dict[str, Any]:
+    """A stored scenario of chapter 08 (see the module docstring).
+
+    ``"even"``: 6 equal units, all-gathers 0.6 x the compute; ``"slow"``: the same with unit 2's
+    all-gather 5 x slower; ``"long"``: all-gathers 1.5 x the compute. Every unit has 100 MB of
+    parameters and 20 MB of activations, the shards 75 MB (N = 8); budgets 250 to 500 MB.
     """
-    if num_units < 1 or compute_ms < 0 or comm_compute_ratio < 0 or slow_factor < 0:
-        raise ValueError("need num_units >= 1 and non-negative times")
-    compute_s = [compute_ms * 1e-3] * num_units
-    gather_s = [comm_compute_ratio * compute_ms * 1e-3] * num_units
-    if slow_unit is not None:
-        if not 0 <= slow_unit < num_units:
-            raise ValueError(f"slow_unit must be in [0, {num_units}), got {slow_unit}")
-        gather_s[slow_unit] *= slow_factor
-    return gather_s, compute_s
+    scenarios = _stored("08_chapter")
+    if name not in scenarios:
+        raise KeyError(f"no stored scenario {name!r}; stored: {sorted(scenarios)}")
+    return scenarios[name]
 
 
-def exposed_gaps(schedule: prefetch.Schedule) -> list[tuple[float, float]]:
-    """The intervals ``[E_{v-1}, S_v)`` (``E_{-1} = 0``) in which no unit computes.
+def explorer_scenario(num_units: int, ratio: float, slow_unit: int, activation_mb: float) -> dict[str, Any]:
+    """The explorer's stored scenario for one slider setting (``slow_unit = -1``: none).
 
-    Their lengths add up to :func:`helpers.prefetch.exposed_communication`.
+    ``unit_bytes`` are the stored unit size on every unit, the shards ``U * unit / N``; raises
+    ``KeyError`` for a setting the grid does not hold.
     """
-    gaps, previous_end = [], 0.0
-    for _, _, start, end in schedule:
-        if start > previous_end:
-            gaps.append((previous_end, start))
-        previous_end = end
-    return gaps
-
-
-def live_memory_curve(schedule: prefetch.Schedule, unit_bytes: Sequence[float], activation_bytes: Sequence[float],
-                      shard_bytes: float) -> dict[str, list[float]]:
-    """Live bytes on one rank as a step function of time, split by kind.
-
-    Returns ``times`` (every instant where something is allocated or freed, sorted, from 0
-    to the end of forward) and, for each kind, the bytes live on ``[times[k], times[k+1])``:
-    ``shards``; ``landing``: unit ``v``'s buffer on ``[I_v, F_v)``; ``gathered``: on
-    ``[F_v, E_v)``; ``activations``: unit ``v``'s from ``S_v`` on. ``total`` is their sum; its
-    maximum equals :func:`helpers.prefetch.peak_live_bytes` (checked).
-    """
-    _check_sizes(len(schedule), unit_bytes, activation_bytes)
-    times = sorted({0.0, *(t for row in schedule for t in row)})
-    curve: dict[str, list[float]] = {"times": times, "shards": [], "landing": [], "gathered": [],
-                                     "activations": [], "total": []}
-    for t in times:
-        landing = sum(b for (i, f, _, _), b in zip(schedule, unit_bytes) if i <= t < f)
-        gathered = sum(b for (_, f, _, e), b in zip(schedule, unit_bytes) if f <= t < e)
-        acts = sum(b for (_, _, s, _), b in zip(schedule, activation_bytes) if s <= t)
-        curve["shards"].append(float(shard_bytes))
-        curve["landing"].append(float(landing))
-        curve["gathered"].append(float(gathered))
-        curve["activations"].append(float(acts))
-        curve["total"].append(float(shard_bytes + landing + gathered + acts))
-    peak = prefetch.peak_live_bytes(schedule, unit_bytes, activation_bytes, shard_bytes)
-    if abs(max(curve["total"]) - peak) > 1e-6 * max(1.0, peak):
-        raise AssertionError(f"live-memory curve peaks at {max(curve['total'])}, peak_live_bytes says {peak}")
-    return curve
-
-
-def depth_sweep(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: Sequence[float],
-                activation_bytes: Sequence[float], shard_bytes: float) -> list[dict[str, float]]:
-    """For every depth ``0..U-1``: forward time, exposed communication (s) and peak live bytes."""
-    _check_times(gather_s, compute_s)
-    _check_sizes(len(gather_s), unit_bytes, activation_bytes)
-    rows = []
-    for depth in range(len(gather_s)):
-        sched = prefetch.prefetch_schedule(gather_s, compute_s, depth)
-        rows.append({"depth": depth, "forward_s": sched[-1][3],
-                     "exposed_s": prefetch.exposed_communication(sched, compute_s),
-                     "peak_bytes": prefetch.peak_live_bytes(sched, unit_bytes, activation_bytes, shard_bytes)})
-    return rows
-
-
-def trace_rows(trace: Sequence[tuple[str, int, float]]) -> list[dict[str, float]]:
-    """One row per (unit, occurrence) of a measured trace, in order of the unit's ``wait_call``.
-
-    Each row holds ``unit``, the six instants (``issue_call`` ... ``compute_end``) and the two
-    durations ``enqueue_s = issue_return - issue_call`` and ``blocked_s = wait_return -
-    wait_call``. Raises ``ValueError`` if a unit lacks one of the six events.
-    """
-    kinds = ("issue_call", "issue_return", "wait_call", "wait_return", "compute_start", "compute_end")
-    per: dict[tuple[int, str], list[float]] = {}
-    for event, unit, t in trace:
-        if event not in kinds:
-            raise ValueError(f"unknown trace event {event!r}")
-        per.setdefault((int(unit), event), []).append(float(t))
-    units = sorted({u for u, _ in per})
-    if not units:
-        raise ValueError("empty trace")
-    rows = []
-    for u in units:
-        counts = {k: len(per.get((u, k), [])) for k in kinds}
-        if len(set(counts.values())) != 1:
-            raise ValueError(f"unit {u}: events do not pair up: {counts}")
-        for n in range(counts["issue_call"]):
-            row: dict[str, float] = {"unit": u, "occurrence": n}
-            for k in kinds:
-                row[k] = sorted(per[(u, k)])[n]
-            row["enqueue_s"] = row["issue_return"] - row["issue_call"]
-            row["blocked_s"] = row["wait_return"] - row["wait_call"]
-            rows.append(row)
-    rows.sort(key=lambda r: r["wait_call"])
-    return rows
+    grid = _stored("08_explorer")
+    config = grid["configs"].get(f"{int(num_units)}/{ratio}/{int(slow_unit)}")
+    act = str(int(activation_mb))
+    if config is None or act not in config["peak_bytes"]:
+        raise KeyError(f"no stored setting U={num_units}, ratio={ratio}, slow unit={slow_unit}, activations "
+                       f"{activation_mb} MB; stored: U in {grid['num_units']}, ratios {grid['ratios']}, activations "
+                       f"{grid['activation_mb']} MB")
+    peaks = config["peak_bytes"][act]
+    return {"gather_s": config["gather_s"], "compute_s": config["compute_s"],
+            "unit_bytes": [grid["unit_mb"] * 1e6] * int(num_units),
+            "activation_bytes": [float(activation_mb) * 1e6] * int(num_units), "shard_bytes": config["shard_bytes"],
+            "depths": [row | {"peak_bytes": peak} for row, peak in zip(config["depths"], peaks)],
+            "max_depth": {str(int(b * 1e6)): config["max_depth"][act][str(b)] for b in grid["budget_mb"]}}
 
 
 # --------------------------------------------------------------------------- timelines
 
 
-def _draw_timeline(ax: Axes, gather_s: Sequence[float], compute_s: Sequence[float], depth: int) -> dict[str, float]:
-    sched = prefetch.prefetch_schedule(gather_s, compute_s, depth)
-    exposed = prefetch.exposed_communication(sched, compute_s)
+def _draw_timeline(ax: Axes, row: dict[str, Any]) -> None:
+    sched, end = row["schedule"], row["forward_s"]
     small = len(sched) <= 16
     for v, (i, f, s, e) in enumerate(sched):
         color = _unit_color(v)
@@ -208,25 +125,20 @@ def _draw_timeline(ax: Axes, gather_s: Sequence[float], compute_s: Sequence[floa
                        alpha=0.85, zorder=2)
         if f < s:  # landed, waiting for the previous unit: the buffer is held but idle
             ax.plot([f * MS, s * MS], [0.0, 0.0], ls=":", color=color, lw=1.2, zorder=1)
-        if small:
-            end = sched[-1][3]
-            if (f - i) > 0.03 * end:
-                ax.text((i + f) / 2 * MS, 0, f"g{v}", ha="center", va="center", fontsize=7, color="w", zorder=3)
-            if (e - s) > 0.03 * end:
-                ax.text((s + e) / 2 * MS, 1, f"c{v}", ha="center", va="center", fontsize=7, color="w", zorder=3)
-    for a, b in exposed_gaps(sched):
+        if small and (f - i) > 0.03 * end:
+            ax.text((i + f) / 2 * MS, 0, f"g{v}", ha="center", va="center", fontsize=7, color="w", zorder=3)
+        if small and (e - s) > 0.03 * end:
+            ax.text((s + e) / 2 * MS, 1, f"c{v}", ha="center", va="center", fontsize=7, color="w", zorder=3)
+    for a, b in row["gaps"]:
         ax.broken_barh([(a * MS, (b - a) * MS)], (0.7, 0.6), facecolors=_EXPOSED, alpha=0.25, hatch="///",
                        edgecolors=_EXPOSED, lw=0.0, zorder=1)
-    ax.axvline(sched[-1][3] * MS, color="0.3", ls="--", lw=1)
+    ax.axvline(end * MS, color="0.3", ls="--", lw=1)
     ax.set_yticks([0, 1], ["all-gather", "compute"])
     ax.set_ylim(-0.6, 1.6)
     ax.grid(True, axis="x", alpha=0.3)
-    return {"depth": depth, "forward_s": sched[-1][3], "exposed_s": exposed, "compute_s": sum(compute_s),
-            "gather_s": sum(gather_s)}
 
 
-def plot_prefetch_timeline(gather_s: Sequence[float], compute_s: Sequence[float], depth: int | Sequence[int], *,
-                           title: str | None = None) -> Figure:
+def plot_prefetch_timeline(scenario: dict[str, Any], depth: int | Sequence[int], *, title: str | None = None) -> Figure:
     """Gantt chart of a prefetching forward, one panel per depth on a shared time axis (ms).
 
     Row "all-gather": unit ``v``'s all-gather from issue ``I_v`` to landing ``F_v`` (box
@@ -235,22 +147,20 @@ def plot_prefetch_timeline(gather_s: Sequence[float], compute_s: Sequence[float]
     in which nothing computes, the exposed communication. The dashed line is the end of
     forward. Depths accept an int or a list.
     """
-    _check_times(gather_s, compute_s)
-    depths = _depths(depth)
-    fig = Figure(figsize=(10.0, 0.9 + 1.55 * len(depths)), layout="constrained")
-    axes = fig.subplots(len(depths), 1, sharex=True, squeeze=False)[:, 0]
-    results = []
-    for ax, d in zip(axes, depths):
-        r = _draw_timeline(ax, gather_s, compute_s, d)
-        results.append(r)
-        ax.set_title(f"depth {d}: forward {r['forward_s'] * MS:.3g} ms, exposed communication "
-                     f"{r['exposed_s'] * MS:.3g} ms", loc="left", fontsize=9)
-    right = max(r["forward_s"] for r in results)
+    rows = _rows(scenario, depth)
+    fig = Figure(figsize=(10.0, 0.9 + 1.55 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, row in zip(axes, rows):
+        _draw_timeline(ax, row)
+        ax.set_title(f"depth {row['depth']}: forward {row['forward_s'] * MS:.3g} ms, exposed communication "
+                     f"{row['exposed_s'] * MS:.3g} ms", loc="left", fontsize=9)
+    right = max(row["forward_s"] for row in rows)
     axes[-1].set_xlim(-0.02 * right * MS, right * 1.04 * MS)
     axes[-1].set_xlabel("time since forward started (ms)")
     handles = [Patch(facecolor=_EXPOSED, alpha=0.25, hatch="///", edgecolor=_EXPOSED,
                      label="nothing computes: exposed communication")]
     axes[0].legend(handles=handles, fontsize=7, loc="upper right")
+    gather_s, compute_s = scenario["gather_s"], scenario["compute_s"]
     fig.suptitle(title or (f"{len(gather_s)} units: all-gathers {sum(gather_s) * MS:.3g} ms, compute "
                            f"{sum(compute_s) * MS:.3g} ms in all"), fontsize=11)
     return fig
@@ -282,33 +192,27 @@ def _draw_memory(ax: Axes, curve: dict[str, list[float]], budget_bytes: float | 
     return peak
 
 
-def plot_live_memory(gather_s: Sequence[float], compute_s: Sequence[float], depth: int | Sequence[int],
-                     unit_bytes: Sequence[float], activation_bytes: Sequence[float], shard_bytes: float,
-                     budget_bytes: float | None = None, *, title: str | None = None) -> Figure:
+def plot_live_memory(scenario: dict[str, Any], depth: int | Sequence[int], budget_bytes: float | None = None, *,
+                     title: str | None = None) -> Figure:
     """Live bytes on one rank during forward, stacked by kind, one panel per depth (shared axes).
 
     Kinds (bottom to top): the shards, landing buffers (``[I_v, F_v)``), gathered units
-    (``[F_v, E_v)``) and activations (from ``S_v`` on), from :func:`live_memory_curve`. The
-    triangle marks the peak (:func:`helpers.prefetch.peak_live_bytes`); the dashed red line is
-    ``budget_bytes``. Panels over the budget say so in their title.
+    (``[F_v, E_v)``) and activations (from ``S_v`` on), from the scenario's stored curves. The
+    triangle marks the peak; the dashed red line is ``budget_bytes``. Panels over the budget say
+    so in their title.
     """
-    _check_times(gather_s, compute_s)
-    _check_sizes(len(gather_s), unit_bytes, activation_bytes)
-    depths = _depths(depth)
-    fig = Figure(figsize=(10.0, 1.2 + 2.1 * len(depths)), layout="constrained")
-    axes = fig.subplots(len(depths), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    rows = _rows(scenario, depth)
+    fig = Figure(figsize=(10.0, 1.2 + 2.1 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     top = 0.0
-    for n, (ax, d) in enumerate(zip(axes, depths)):
-        sched = prefetch.prefetch_schedule(gather_s, compute_s, d)
-        curve = live_memory_curve(sched, unit_bytes, activation_bytes, shard_bytes)
-        peak = _draw_memory(ax, curve, budget_bytes, legend=n == 0)
+    for n, (ax, row) in enumerate(zip(axes, rows)):
+        peak = _draw_memory(ax, row["curve"], budget_bytes, legend=n == 0)
         top = max(top, peak, budget_bytes or 0.0)
-        ax.axvline(sched[-1][3] * MS, color="0.3", ls="--", lw=1)
-        verdict = ""
-        if budget_bytes is not None:
-            verdict = ", within the budget" if peak <= budget_bytes else ", OVER the budget"
-        ax.set_title(f"depth {d}: peak {format_bytes(peak)}{verdict}", loc="left", fontsize=9,
-                     color=_EXPOSED if budget_bytes is not None and peak > budget_bytes else "k")
+        ax.axvline(row["forward_s"] * MS, color="0.3", ls="--", lw=1)
+        over = budget_bytes is not None and peak > budget_bytes
+        verdict = "" if budget_bytes is None else (", OVER the budget" if over else ", within the budget")
+        ax.set_title(f"depth {row['depth']}: peak {format_bytes(peak)}{verdict}", loc="left", fontsize=9,
+                     color=_EXPOSED if over else "k")
     axes[0].set_ylim(0, top * 1.18)
     axes[-1].set_xlabel("time since forward started (ms); dashed: end of forward")
     axes[0].legend(fontsize=7, loc="upper left", ncol=2)
@@ -319,32 +223,36 @@ def plot_live_memory(gather_s: Sequence[float], compute_s: Sequence[float], dept
 # --------------------------------------------------------------------------- the trade-off
 
 
-def plot_depth_tradeoff(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: Sequence[float],
-                        activation_bytes: Sequence[float], shard_bytes: float, budget_bytes: float | None = None,
-                        *, title: str | None = None) -> Figure:
+def plot_depth_tradeoff(scenario: dict[str, Any], budget_bytes: float | None = None, *,
+                        title: str | None = None) -> Figure:
     """Exposed communication (top) and peak live bytes (bottom) for every depth ``0..U-1``.
 
-    With ``budget_bytes``, the bottom panel draws the budget, colours depths over it red and
-    both panels mark :func:`helpers.prefetch.max_prefetch_depth` (or say that no depth fits).
+    With ``budget_bytes`` (one of the scenario's stored budgets), the bottom panel draws the
+    budget, colours depths over it red and both panels mark the deepest depth within it, the
+    stored ``max_depth`` (or say that no depth fits).
     """
-    rows = depth_sweep(gather_s, compute_s, unit_bytes, activation_bytes, shard_bytes)
+    rows = scenario["depths"]
     chosen = None
     if budget_bytes is not None:
-        chosen = prefetch.max_prefetch_depth(gather_s, compute_s, unit_bytes, activation_bytes, shard_bytes,
-                                             budget_bytes)
+        key = str(int(budget_bytes))
+        if key not in scenario["max_depth"]:
+            raise ValueError(f"no stored deepest depth for a budget of {budget_bytes:g} bytes; stored: "
+                             f"{sorted(scenario['max_depth'], key=float)}")
+        chosen = scenario["max_depth"][key]
     depths = [r["depth"] for r in rows]
     fig = Figure(figsize=(max(6.5, 3.0 + 0.45 * len(rows)), 5.6), layout="constrained")
     ax_e, ax_m = fig.subplots(2, 1, sharex=True)
     over = [budget_bytes is not None and r["peak_bytes"] > budget_bytes for r in rows]
     ax_e.bar(depths, [r["exposed_s"] * MS for r in rows], color=[("0.75" if o else _COLORS[0]) for o in over],
              zorder=2)
-    ax_e.axhline(sum(gather_s) * MS, color="0.3", ls=":", lw=1, label=f"all gathers, {sum(gather_s) * MS:.3g} ms")
+    total_gather = sum(scenario["gather_s"])
+    ax_e.axhline(total_gather * MS, color="0.3", ls=":", lw=1, label=f"all gathers, {total_gather * MS:.3g} ms")
     ax_e.set_ylabel("exposed communication (ms)")
     ax_e.grid(True, axis="y", alpha=0.3)
     ax_m.bar(depths, [r["peak_bytes"] for r in rows], color=[(_EXPOSED if o else _COLORS[2]) for o in over],
              alpha=0.85, zorder=2)
-    ax_m.axhline(shard_bytes + max(unit_bytes), color="0.3", ls=":", lw=1,
-                 label=f"shards + one unit (steady state) {format_bytes(shard_bytes + max(unit_bytes))}")
+    steady = scenario["shard_bytes"] + max(scenario["unit_bytes"])
+    ax_m.axhline(steady, color="0.3", ls=":", lw=1, label=f"shards + one unit (steady state) {format_bytes(steady)}")
     if budget_bytes is not None:
         ax_m.axhline(budget_bytes, color=_EXPOSED, ls="--", lw=1.3, label=f"budget {format_bytes(budget_bytes)}")
     if chosen is not None:
@@ -362,47 +270,46 @@ def plot_depth_tradeoff(gather_s: Sequence[float], compute_s: Sequence[float], u
     if budget_bytes is None:
         status = ""
     elif chosen is None:
-        status = f": no depth fits {format_bytes(budget_bytes)}"
+        status = f"no depth fits {format_bytes(budget_bytes)}"
     else:
-        status = (f": deepest within {format_bytes(budget_bytes)} is d = {chosen}, exposed "
+        status = (f"deepest within {format_bytes(budget_bytes)} is d = {chosen}, exposed "
                   f"{rows[chosen]['exposed_s'] * MS:.3g} ms")
     ax_e.set_title("Deeper prefetch hides communication ...", fontsize=9, loc="left")
     ax_m.set_title("... and holds more memory (grey / red bars: over the budget)", fontsize=9, loc="left")
     fig.suptitle(title or ("Prefetch depth: exposed communication against peak memory"
-                           + ("\n" + status[2:] if status else "")), fontsize=10)
+                           + ("\n" + status if status else "")), fontsize=10)
     return fig
 
 
 # --------------------------------------------------------------------------- measured
 
 
-def plot_enqueue_vs_blocked(trace: Sequence[tuple[str, int, float]], *,
+def plot_enqueue_vs_blocked(rows: Sequence[dict[str, float]], *,
                             title: str = "Measured: how long the async call took vs how long wait() blocked"
                             ) -> Figure:
-    """Left: a measured trace as a timeline per unit (call, wait, compute), ms since the first event.
+    """Left: measured rows as a timeline per unit (call, wait, compute), ms since the start.
 
-    Right: per unit, the time ``issue_gather()`` (the ``async_op=True`` call) took to return
-    and the time spent blocked in ``wait()``, log scale. The title totals both; the blocked
-    total is :func:`helpers.prefetch.blocked_waiting_s`, the measured exposed communication.
+    Right: per unit, the time ``issue_gather()`` (the ``async_op=True`` call) took to return and
+    the time spent blocked in ``wait()``, log scale. The title gives both totals; the blocked
+    total is the measured exposed communication.
     """
-    rows = trace_rows(trace)
-    t0 = min(t for _, _, t in trace)
-    repeated = len({r["unit"] for r in rows}) < len(rows)
-    labels = [f"unit {int(r['unit'])}" + (f" (#{int(r['occurrence']) + 1})" if repeated else "") for r in rows]
+    if not rows:
+        raise ValueError("no measured rows")
+    labels = [f"unit {int(r['unit'])}" for r in rows]
     fig = Figure(figsize=(11.0, 2.2 + max(2.2, 0.45 * len(rows))), layout="constrained")
     ax_t, ax_b = fig.subplots(1, 2, width_ratios=[1.5, 1])
     for y, r in enumerate(rows):
-        ax_t.barh(y, max((r["issue_return"] - r["issue_call"]) * MS, 1e-3), left=(r["issue_call"] - t0) * MS,
-                  height=0.5, color="0.2", label="issue_gather() call" if y == 0 else None)
-        ax_t.barh(y, (r["wait_return"] - r["wait_call"]) * MS, left=(r["wait_call"] - t0) * MS, height=0.5,
-                  color=_EXPOSED, alpha=0.6, label="blocked in wait()" if y == 0 else None)
-        ax_t.barh(y, (r["compute_end"] - r["compute_start"]) * MS, left=(r["compute_start"] - t0) * MS,
-                  height=0.5, color=_COLORS[0], alpha=0.85, label="module(x)" if y == 0 else None)
-        ax_t.plot([(r["issue_return"] - t0) * MS, (r["wait_call"] - t0) * MS], [y, y], ls=":", color="0.4", lw=1)
+        ax_t.barh(y, max(r["enqueue_s"] * MS, 1e-3), left=r["issue_at"] * MS, height=0.5, color="0.2",
+                  label="issue_gather() call" if y == 0 else None)
+        ax_t.barh(y, r["blocked_s"] * MS, left=r["wait_at"] * MS, height=0.5, color=_EXPOSED, alpha=0.6,
+                  label="blocked in wait()" if y == 0 else None)
+        ax_t.barh(y, r["compute_s"] * MS, left=r["compute_at"] * MS, height=0.5, color=_COLORS[0], alpha=0.85,
+                  label="module(x)" if y == 0 else None)
+        ax_t.plot([(r["issue_at"] + r["enqueue_s"]) * MS, r["wait_at"] * MS], [y, y], ls=":", color="0.4", lw=1)
     ax_t.set_yticks(range(len(rows)), labels)
     ax_t.set_ylim(len(rows) - 0.4, -0.9)
-    ax_t.set_xlabel("time since the first event (ms)")
-    ax_t.set_ylabel("unit (in wait order)")
+    ax_t.set_xlabel("time since the first call (ms)")
+    ax_t.set_ylabel("unit")
     ax_t.set_title("Timeline of one rank (dotted: all-gather in flight, unobserved)", fontsize=9)
     ax_t.grid(True, axis="x", alpha=0.3)
     ax_t.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3)
@@ -424,46 +331,41 @@ def plot_enqueue_vs_blocked(trace: Sequence[tuple[str, int, float]], *,
     ax_b.set_title("What each timer measures", fontsize=9)
     ax_b.grid(True, axis="x", which="major", alpha=0.3)
     ax_b.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
-    total_blocked = prefetch.blocked_waiting_s(list(trace))
-    fig.suptitle(f"{title}\nsum of enqueue times {sum(enqueue):.3g} ms · blocked_waiting_s "
-                 f"{total_blocked * MS:.3g} ms", fontsize=10)
+    fig.suptitle(f"{title}\nenqueue times {sum(enqueue):.3g} ms in all · blocked in wait() {sum(blocked):.3g} ms "
+                 f"in all", fontsize=10)
     return fig
 
 
 # --------------------------------------------------------------------------- explorer
 
 
-def prefetch_explorer(num_units: int = 6, depth: int = 1, budget_mb: float = 600.0, comm_compute_ratio: float = 1.0,
-                      slow_unit: int = -1, slow_factor: float = 4.0, unit_mb: float = 100.0,
-                      activation_mb: float = 20.0, world_size: int = 8, compute_ms: float = 1.0):
-    """Sliders for the prefetch model over :func:`synthetic_units` (equal units, optionally one slow).
+def prefetch_explorer(num_units: int = 6, depth: int = 1, budget_mb: int = 400, comm_compute_ratio: float = 0.6,
+                      slow_unit: int = -1, activation_mb: int = 20):
+    """Sliders over the stored grid of the prefetch model (equal units, optionally one slow all-gather).
 
     Controls: number of units U, prefetch depth d, budget (MB, 1 MB = 1e6 B), all-gather /
-    compute time ratio, which unit has a slow all-gather (-1: none) and how many times slower,
-    unit and activation sizes (MB) and the world size N (the shards are ``U * unit / N``).
-    Shows the timelines of depth 0 and d, the live memory at depth d and the trade-off over
-    all depths. Returns an ``ipywidgets.VBox`` with ``update()`` (recomputes, redraws, returns
-    the numbers in seconds and bytes), ``controls`` and ``summary``.
+    compute time ratio, which unit has a slow all-gather (-1: none; the stored slow factor) and
+    the activations per unit (MB); unit size and world size are the grid's. Every slider offers
+    exactly the stored settings. Shows the timelines of depth 0 and d and the trade-off over all
+    depths. Returns an ``ipywidgets.VBox`` with ``update()`` (redraws, returns the numbers in
+    seconds and bytes), ``controls`` and ``summary``.
     """
     import ipywidgets as W
     from IPython.display import Image, display
 
+    grid = _stored("08_explorer")
     style, layout = {"description_width": "190px"}, W.Layout(width="540px")
     common = {"style": style, "layout": layout, "continuous_update": False}
-    u_slider = W.IntSlider(value=num_units, min=2, max=16, description="units U", **common)
-    d_slider = W.IntSlider(value=min(depth, num_units - 1), min=0, max=num_units - 1, description="prefetch depth d",
-                           **common)
-    budget_slider = W.FloatSlider(value=budget_mb, min=50, max=3000, step=10, description="budget (MB)", **common)
-    ratio_slider = W.FloatLogSlider(value=comm_compute_ratio, base=10, min=-1, max=1, step=0.05,
-                                    description="all-gather / compute time", readout_format=".3g", **common)
-    slow_slider = W.IntSlider(value=slow_unit, min=-1, max=num_units - 1, description="slow unit (-1: none)",
-                              **common)
-    factor_slider = W.FloatSlider(value=slow_factor, min=1, max=10, step=0.5, description="slow unit: × gather time",
-                                  **common)
-    unit_slider = W.FloatSlider(value=unit_mb, min=10, max=1000, step=10, description="unit size (MB)", **common)
-    act_slider = W.FloatSlider(value=activation_mb, min=0, max=500, step=5, description="activations / unit (MB)",
-                               **common)
-    n_slider = W.IntSlider(value=world_size, min=2, max=64, description="world size N", **common)
+    u_slider = W.SelectionSlider(options=grid["num_units"], value=num_units, description="units U", **common)
+    d_slider = W.IntSlider(value=depth, min=0, max=num_units - 1, description="prefetch depth d", **common)
+    budget_slider = W.SelectionSlider(options=grid["budget_mb"], value=budget_mb, description="budget (MB)", **common)
+    ratio_slider = W.SelectionSlider(options=grid["ratios"], value=comm_compute_ratio,
+                                     description="all-gather / compute time", **common)
+    slow_slider = W.SelectionSlider(options=grid["slow_units"][str(num_units)], value=slow_unit,
+                                    description=f"unit with a {grid['slow_factor']:g} x slower all-gather (-1: none)",
+                                    **common)
+    act_slider = W.SelectionSlider(options=grid["activation_mb"], value=activation_mb,
+                                   description="activations / unit (MB)", **common)
     summary, out = W.HTML(), W.Output()
     busy = {"on": False}
 
@@ -472,42 +374,37 @@ def prefetch_explorer(num_units: int = 6, depth: int = 1, budget_mb: float = 600
             return box.last_result
         busy["on"] = True
         try:
-            u = int(u_slider.value)
+            u = u_slider.value
             d_slider.max = u - 1
-            slow_slider.max = u - 1
+            slow_choices = grid["slow_units"][str(u)]
+            if list(slow_slider.options) != slow_choices:
+                previous = slow_slider.value
+                slow_slider.options = slow_choices
+                slow_slider.value = previous if previous in slow_choices else -1
         finally:
             busy["on"] = False
-        d, slow = int(d_slider.value), int(slow_slider.value)
-        gather_s, compute_s = synthetic_units(u, compute_ms, ratio_slider.value, None if slow < 0 else slow,
-                                              factor_slider.value)
-        unit_bytes = [unit_slider.value * 1e6] * u
-        act_bytes = [act_slider.value * 1e6] * u
-        shard_bytes = u * unit_slider.value * 1e6 / int(n_slider.value)
-        budget = budget_slider.value * 1e6
-        sched = prefetch.prefetch_schedule(gather_s, compute_s, d)
-        exposed = prefetch.exposed_communication(sched, compute_s)
-        peak = prefetch.peak_live_bytes(sched, unit_bytes, act_bytes, shard_bytes)
-        best = prefetch.max_prefetch_depth(gather_s, compute_s, unit_bytes, act_bytes, shard_bytes, budget)
-        no_prefetch = prefetch.prefetch_schedule(gather_s, compute_s, 0)
+        d, budget = d_slider.value, budget_slider.value * 1e6
+        scenario = explorer_scenario(u, ratio_slider.value, slow_slider.value, act_slider.value)
+        row, no_prefetch = scenario["depths"][d], scenario["depths"][0]
+        best = scenario["max_depth"][str(int(budget))]
         result = {
-            "num_units": u, "depth": d, "budget_bytes": budget, "gather_s": gather_s, "compute_s": compute_s,
-            "unit_bytes": unit_bytes, "activation_bytes": act_bytes, "shard_bytes": shard_bytes,
-            "forward_s": sched[-1][3], "exposed_s": exposed, "peak_bytes": peak, "fits": peak <= budget,
-            "max_depth": best, "no_prefetch_forward_s": no_prefetch[-1][3],
+            "num_units": u, "depth": d, "budget_bytes": budget, "gather_s": scenario["gather_s"],
+            "compute_s": scenario["compute_s"], "unit_bytes": scenario["unit_bytes"],
+            "activation_bytes": scenario["activation_bytes"], "shard_bytes": scenario["shard_bytes"],
+            "forward_s": row["forward_s"], "exposed_s": row["exposed_s"], "peak_bytes": row["peak_bytes"],
+            "fits": row["peak_bytes"] <= budget, "max_depth": best, "no_prefetch_forward_s": no_prefetch["forward_s"],
         }
-        fit = "fits" if peak <= budget else "<span style='color:#d62728'>exceeds</span>"
+        fit = "fits" if result["fits"] else "<span style='color:#d62728'>exceeds</span>"
         summary.value = (
-            f"depth {d}: forward {sched[-1][3] * MS:.3g} ms (no prefetch {no_prefetch[-1][3] * MS:.3g} ms), "
-            f"<b>exposed communication {exposed * MS:.3g} ms</b> · <b>peak {format_bytes(peak)}</b>, {fit} the "
-            f"budget {format_bytes(budget)} · max_prefetch_depth: {best if best is not None else 'none fits'}")
-        figures = [
-            plot_prefetch_timeline(gather_s, compute_s, sorted({0, d})),
-            plot_live_memory(gather_s, compute_s, d, unit_bytes, act_bytes, shard_bytes, budget),
-            plot_depth_tradeoff(gather_s, compute_s, unit_bytes, act_bytes, shard_bytes, budget),
-        ]
+            f"depth {d}: forward {row['forward_s'] * MS:.3g} ms (no prefetch {no_prefetch['forward_s'] * MS:.3g} ms), "
+            f"<b>exposed communication {row['exposed_s'] * MS:.3g} ms</b> · <b>peak {format_bytes(row['peak_bytes'])}"
+            f"</b>, {fit} the budget {format_bytes(budget)} · max_prefetch_depth: "
+            f"{best if best is not None else 'none fits'}")
+        figures = [plot_prefetch_timeline(scenario, sorted({0, d})), plot_depth_tradeoff(scenario, budget)]
         with out:
             out.clear_output(wait=True)
-            print(f"depth {d}: exposed communication {exposed * MS:.3g} ms, peak {format_bytes(peak)}")
+            print(f"depth {d}: exposed communication {row['exposed_s'] * MS:.3g} ms, peak "
+                  f"{format_bytes(row['peak_bytes'])}")
             for fig in figures:
                 png = io.BytesIO()
                 fig.savefig(png, format="png", dpi=72)  # a PNG needs no matplotlib backend in the kernel
@@ -516,8 +413,7 @@ def prefetch_explorer(num_units: int = 6, depth: int = 1, budget_mb: float = 600
         return result
 
     controls = {"num_units": u_slider, "depth": d_slider, "budget_mb": budget_slider,
-                "comm_compute_ratio": ratio_slider, "slow_unit": slow_slider, "slow_factor": factor_slider,
-                "unit_mb": unit_slider, "activation_mb": act_slider, "world_size": n_slider}
+                "comm_compute_ratio": ratio_slider, "slow_unit": slow_slider, "activation_mb": act_slider}
     box = W.VBox([*controls.values(), summary, out])
     box.controls = controls
     box.summary = summary

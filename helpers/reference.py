@@ -1,25 +1,25 @@
-"""Canonical references that exercises and hidden tests compare against.
+"""Models, data, state utilities and the rank-side drivers of lesson 1's visible tests.
 
-Two kinds of reference live here:
+* **model factories** (:class:`PerRankInit`, :class:`SameInit`, :func:`uneven_mlp`,
+  :func:`frozen_first`) and deterministic **data** (:func:`make_batches`, :func:`rank_shard`);
+* **state utilities** (:func:`state_of`, :func:`grads_of`, :func:`to_float64`,
+  :func:`set_rank_gradients`, :func:`mean_of`);
+* **rank-side drivers** (``*_on_rank``): they run *inside* ``helpers.cluster.run`` on every
+  rank, call a student's function the way an exercise's contract says, and return plain
+  tensors so that the checks can run in the notebook process.
 
-* **single-process float64 references** (:func:`full_batch_gradients`,
-  :func:`shard_gradients`, :func:`sgd_reference`): what replicated training is *supposed*
-  to compute, evaluated on one process in double precision so that a correct float32
-  distributed run agrees to ~1e-6 and a wrong one misses by orders of magnitude;
-* **on-rank references** (:func:`ddp_train`, :func:`rank_shard`): functions meant to run
-  *inside* ``helpers.cluster.run`` on every rank of a gloo group, e.g. real
-  :class:`torch.nn.parallel.DistributedDataParallel` training on the same shards.
-
-Because they live in an importable package, these functions are shipped to the ranks by
-reference, not by value. Every loss in lesson 1 is the mean squared error over the rows a
-rank holds (:func:`mse`).
+Nothing here computes what an exercise asks for: the float64 references and the real-DDP
+training that hidden tests compare against live on the instructor's side
+(``autograder.lessons.l01``). Functions of this importable package are shipped to the ranks
+by reference, not by value. Every loss in lesson 1 is the mean squared error over the rows
+a rank holds (:func:`mse`).
 """
 from __future__ import annotations
 
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -117,69 +117,6 @@ def to_float64(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model).double()
 
 
-# --------------------------------------------------------------------------- single-process references
-
-
-def full_batch_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> State:
-    """float64 gradient of the full-batch mean loss, for every parameter that requires grad.
-
-    ``model`` is not modified. This is what averaged per-rank mean-loss gradients must equal
-    when every rank holds the same number of rows.
-    """
-    ref = to_float64(model)
-    ref.zero_grad(set_to_none=True)
-    mse(ref(x.double()), y.double()).backward()
-    return {n: p.grad.detach().clone() for n, p in ref.named_parameters() if p.grad is not None}
-
-
-def shard_gradients(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, world_size: int
-) -> list[State]:
-    """float64 gradient of each rank's local mean loss (index = rank): the *un-averaged* grads."""
-    return [
-        full_batch_gradients(model, *shard_batch(x, y, rank, world_size))
-        for rank in range(world_size)
-    ]
-
-
-def sgd_reference(model: nn.Module, batches: Sequence[Batch], lr: float) -> State:
-    """float64 parameters and buffers after one plain SGD step per full batch.
-
-    Single process, full batch, double precision: the state that replicated training with
-    equal shards and correctly averaged gradients approximates. ``model`` is not modified.
-    """
-    ref = to_float64(model)
-    opt = torch.optim.SGD([p for p in ref.parameters() if p.requires_grad], lr=lr)
-    for x, y in batches:
-        opt.zero_grad(set_to_none=True)
-        mse(ref(x.double()), y.double()).backward()
-        opt.step()
-    return state_of(ref)
-
-
-# --------------------------------------------------------------------------- on-rank references
-
-
-def ddp_train(model_fn: Callable[[], nn.Module], batches: Iterable[Batch], lr: float) -> State:
-    """Train with real ``DistributedDataParallel`` on this rank; return its final state.
-
-    Call inside ``run`` on every rank. Each rank builds ``model_fn()`` (DDP broadcasts rank
-    0's parameters and buffers at construction), trains on its :func:`rank_shard` of every
-    global batch with the local mean loss and ``torch.optim.SGD``, one step per batch.
-    """
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    model = model_fn()
-    ddp = DDP(model)
-    opt = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=lr)
-    for x, y in batches:
-        xs, ys = rank_shard(x, y)
-        opt.zero_grad(set_to_none=True)
-        mse(ddp(xs), ys).backward()
-        opt.step()
-    return state_of(model)
-
-
 def set_rank_gradients(model: nn.Module, seed: int) -> dict[str, torch.Tensor | None]:
     """Give every parameter that requires grad a deterministic, rank-dependent ``.grad``.
 
@@ -270,16 +207,6 @@ def average_on_rank(
     return before, grads_of(model)
 
 
-def average_synthetic_on_rank(
-    average_fn: Callable[..., None], model_fn: Callable[[], nn.Module], seed: int
-) -> tuple[dict, dict]:
-    """Set rank-dependent gradients (:func:`set_rank_gradients`), average; return (before, after)."""
-    model = model_fn()
-    before = set_rank_gradients(model, seed)
-    average_fn(model)
-    return before, grads_of(model)
-
-
 def broadcast_on_rank(
     broadcast_fn: Callable[..., None],
     model_fn: Callable[[], nn.Module],
@@ -311,26 +238,6 @@ def broadcast_on_rank(
     return {"before": before, "after": after, "ids_before": ids_before,
             "ids_after": ids_after, "optimizer_moved": moved,
             "buffers": [name for name, _ in model.named_buffers()]}
-
-
-def broadcast_in_subgroup_on_rank(
-    broadcast_fn: Callable[..., None],
-    model_fn: Callable[[], nn.Module],
-    ranks: Sequence[int],
-    src: int,
-    in_features: int,
-) -> tuple[State, State]:
-    """Create ``new_group(ranks)`` on every rank; members call ``broadcast_fn(model, src, group)``.
-
-    ``src`` is a *global* rank. Returns (state before, state after) on this rank.
-    """
-    group = dist.new_group(list(ranks))
-    model = model_fn()
-    desync_buffers(model, in_features)
-    before = state_of(model)
-    if dist.get_rank() in ranks:
-        broadcast_fn(model, src=src, group=group)
-    return before, state_of(model)
 
 
 @dataclass
@@ -394,14 +301,9 @@ def train_on_rank(
     model_fn: Callable[[], nn.Module],
     batches: Sequence[Batch],
     lr: float,
-    with_ddp: bool = False,
-) -> tuple[State, State | None]:
-    """Run ``train_fn(model_fn, batches, lr)``; optionally then real DDP on the same group.
-
-    Returns (this rank's trained state, this rank's DDP-trained state or ``None``).
-    """
+) -> State:
+    """Run ``train_fn(model_fn, batches, lr)`` on this rank; return the trained model's state."""
     model = train_fn(model_fn, batches, lr)
     if not isinstance(model, nn.Module):
         raise TypeError(f"train_replicated must return the trained nn.Module, got {type(model).__name__}")
-    ours = state_of(model)
-    return ours, (ddp_train(model_fn, batches, lr) if with_ddp else None)
+    return state_of(model)

@@ -4,7 +4,8 @@ Each explorer is a function returning an :class:`ipywidgets.VBox` that also
 carries an ``update()`` method. ``update()`` recomputes the numbers and redraws
 the figure from the current slider values and returns the numbers as a dict,
 so the explorer can be driven headless (nbval, tests) exactly as a reader's
-slider drag would drive it. The explorer draws once when it is built.
+slider drag would drive it. The explorer draws once when it is built. Its numbers come
+from the results stored with the course (:mod:`helpers.stored`), one per slider position.
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from typing import Any
 import ipywidgets as W
 from IPython.display import Image, display
 
-from helpers.costs import ring_allreduce_bytes
-from helpers.plots import alpha_beta_allreduce_time, format_bytes, plot_allreduce_time
+from helpers.plots import alpha_beta_allreduce_time, format_bytes, format_count, plot_allreduce_time
+from helpers.stored import load
 
 __all__ = ["allreduce_explorer"]
 
@@ -31,21 +32,26 @@ def allreduce_explorer(
 ) -> W.VBox:
     """Sliders for a ring all-reduce of the gradient under an alpha-beta model.
 
-    Controls: world size N, parameter count (log slider), bytes per element,
-    link bandwidth (GB/s, 1 GB = 1e9 B) and per-message latency alpha (µs).
-    Shows the bytes each rank sends, 2(N-1)/N · M, the predicted time split into
-    its latency and bandwidth terms, and a plot of time against N.
+    Controls: world size N (powers of 2 up to 1024), parameter count (a 1-2-5 series),
+    bytes per element, link bandwidth (GB/s, 1 GB = 1e9 B) and per-message latency alpha
+    (µs). Shows the bytes each rank sends (stored result ``01_allreduce_explorer``), the
+    predicted time split into its latency and bandwidth terms, and a plot of time against N.
+    ``world_size``, ``num_params`` and ``bytes_per_element`` must be slider positions.
     """
-    if bytes_per_element not in _DTYPES.values():
-        raise ValueError(f"bytes_per_element must be one of {sorted(_DTYPES.values())}")
+    grid = load("01_allreduce_explorer")
+    world_sizes, params = list(grid["world_sizes"]), list(grid["num_params"])
+    dtypes = {label: b for label, b in _DTYPES.items() if b in grid["bytes_per_element"]}
+    for name, value, options in (("world_size", world_size, world_sizes), ("num_params", num_params, params),
+                                 ("bytes_per_element", bytes_per_element, list(dtypes.values()))):
+        if value not in options:
+            raise ValueError(f"{name} must be one of {options}, got {value!r}")
     style = {"description_width": "150px"}
     layout = W.Layout(width="520px")
-    n_slider = W.IntSlider(value=world_size, min=2, max=1024, description="world size N", style=style,
-                           layout=layout, continuous_update=False)
-    p_slider = W.FloatLogSlider(value=num_params, base=10, min=5, max=12, step=0.05,
-                                description="parameters", style=style, layout=layout,
-                                continuous_update=False, readout_format=".3g")
-    dtype = W.Dropdown(options=list(_DTYPES.items()), value=bytes_per_element, description="gradient dtype",
+    n_slider = W.SelectionSlider(options=world_sizes, value=int(world_size), description="world size N",
+                                 style=style, layout=layout, continuous_update=False)
+    p_slider = W.SelectionSlider(options=[(format_count(m), m) for m in params], value=int(num_params),
+                                 description="parameters", style=style, layout=layout, continuous_update=False)
+    dtype = W.Dropdown(options=list(dtypes.items()), value=bytes_per_element, description="gradient dtype",
                        style=style, layout=layout)
     bw_slider = W.FloatLogSlider(value=bandwidth_gb_s, base=10, min=-1, max=3, step=0.05,
                                  description="link bandwidth (GB/s)", style=style, layout=layout,
@@ -57,20 +63,20 @@ def allreduce_explorer(
     out = W.Output()
 
     def update(*_: Any) -> dict[str, float]:
-        n, m = int(n_slider.value), int(round(p_slider.value))
-        b = int(dtype.value)
+        n, m, b = int(n_slider.value), int(p_slider.value), int(dtype.value)
         bw, lat = bw_slider.value * 1e9, lat_slider.value * 1e-6
-        sent = ring_allreduce_bytes(m, b, n)
-        t_lat, t_bw = alpha_beta_allreduce_time(m, b, n, bw, lat)
+        per_n = grid["bytes_per_rank"][str(b)][str(m)]
+        sent = per_n[world_sizes.index(n)]
+        t_lat, t_bw = alpha_beta_allreduce_time(sent, n, bw, lat)
         result = {"world_size": n, "num_params": m, "bytes_per_element": b, "message_bytes": m * b,
                   "bytes_per_rank": sent, "latency_s": t_lat, "bandwidth_s": t_bw, "time_s": t_lat + t_bw}
         summary.value = (
             f"<b>gradient</b> M = {format_bytes(m * b)} &nbsp;·&nbsp; "
-            f"<b>sent per rank</b> 2(N−1)/N · M = {2 * (n - 1) / n:.4f} × M = {format_bytes(sent)}<br>"
+            f"<b>sent per rank</b> {sent / (m * b):.4f} × M = {format_bytes(sent)}<br>"
             f"<b>time</b> ≈ {(t_lat + t_bw) * 1e3:.4g} ms = latency {t_lat * 1e3:.3g} ms + "
             f"bandwidth {t_bw * 1e3:.4g} ms ({'latency' if t_lat > t_bw else 'bandwidth'}-bound)"
         )
-        fig = plot_allreduce_time(m, b, n, bw, lat, max_world_size=1024)
+        fig = plot_allreduce_time(world_sizes, per_n, n, bw, lat, num_params=m, bytes_per_element=b)
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=100)  # a PNG needs no matplotlib backend in the kernel
         with out:

@@ -1,4 +1,4 @@
-"""Fast unit tests for helpers.accumulation (lesson 04)."""
+"""Unit tests for helpers.accumulation and lesson 04's instructor side."""
 from __future__ import annotations
 
 import matplotlib
@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from autograder.lessons import l04 as ref
 from helpers import accumulation as acc
 from helpers.ledger import CollectiveRecord, Ledger
 from helpers.models import TinyMLP
@@ -24,7 +25,6 @@ def test_make_window_shapes_and_determinism():
     assert w[1][1][0].shape == (5, 6) and w[1][1][1].shape == (5, 2)
     again = acc.make_window([[1, 3], [2, 5]], in_features=6, out_features=2, seed=3)
     assert all(torch.equal(a[0], b[0]) for ra, rb in zip(w, again) for a, b in zip(ra, rb))
-    assert acc.window_samples(w) == 11
 
 
 def test_make_window_rejects_bad_sizes_and_poisons():
@@ -36,33 +36,44 @@ def test_make_window_rejects_bad_sizes_and_poisons():
     assert math.isinf(w[1][0][0][0, 0]) and torch.isfinite(w[0][0][0]).all()
 
 
-def test_window_loss_is_mse_of_the_concatenated_window():
-    model = SameInit(TinyMLP, seed=1)()
-    w = acc.make_window([[1, 4], [3, 2]], seed=2)
-    x = torch.cat([x for r in w for x, _ in r])
-    y = torch.cat([y for r in w for _, y in r])
-    assert acc.window_loss(model, w) == pytest.approx(F.mse_loss(model(x), y).item(), rel=1e-6)
-
-
 def test_reference_training_skip_and_clip():
     model = SameInit(TinyMLP, seed=1)()
     windows = [acc.make_window([[2, 3], [1, 1]], seed=s) for s in (1, 2)]
     sgd = acc.OptimizerSpec("sgd", {"lr": 0.1, "momentum": 0.9})
-    skipped = acc.reference_training(model, windows, sgd, 1.0, skip=[0, 1])
+    skipped = ref.reference_training(model, windows, sgd, 1.0, skip=[0, 1])
     assert all(torch.equal(skipped["state"][n], t.double()) for n, t in model.state_dict().items()
                if t.is_floating_point())
     assert skipped["opt_state"] == {} and math.isnan(skipped["clip"][0])
-    clipped = acc.reference_training(model, windows, sgd, 1e-3)
+    clipped = ref.reference_training(model, windows, sgd, 1e-3)
     assert all(0 < c < 1 for c in clipped["clip"])
-    adam = acc.reference_training(model, windows, acc.OptimizerSpec("adam", {"lr": 0.01}), math.inf)
+    adam = ref.reference_training(model, windows, acc.OptimizerSpec("adam", {"lr": 0.01}), math.inf)
     assert float(adam["opt_state"]["fc1.weight.step"]) == 2.0
-    assert adam["losses"][0] == pytest.approx(acc.window_loss(model, windows[0]))
+    x = torch.cat([x for r in windows[0] for x, _ in r])
+    y = torch.cat([y for r in windows[0] for _, y in r])
+    assert adam["losses"][0] == pytest.approx(F.mse_loss(model(x), y).item(), rel=1e-6)
 
 
 def test_window_allreduce_cost():
-    assert acc.window_allreduce_cost(1000, 4, 2, 4, no_sync=True) == (1, 4000.0)
-    assert acc.window_allreduce_cost(1000, 4, 2, 4, no_sync=False, num_buckets=3) == (12, 16000.0)
-    assert acc.window_allreduce_cost(1000, 4, 1, 4, no_sync=False) == (4, 0.0)
+    assert ref.window_allreduce_cost(1000, 4, 2, 4, no_sync=True) == (1, 4000.0)
+    assert ref.window_allreduce_cost(1000, 4, 2, 4, no_sync=False, num_buckets=3) == (12, 16000.0)
+    assert ref.window_allreduce_cost(1000, 4, 1, 4, no_sync=False) == (4, 0.0)
+
+
+def test_stored_results_are_the_references():
+    for name, (sizes, seeds, spec, max_norm, skip) in ref.VISIBLE_CASES.items():
+        windows = [acc.make_window(sizes, seed=s) for s in seeds]
+        expected = ref.reference_training(ref.MLP(), windows, spec, max_norm, skip=skip)
+        stored = acc.stored_reference(name)
+        assert stored["losses"] == pytest.approx(expected["losses"], rel=1e-8)
+        for key in ("state", "opt_state"):
+            assert stored[key].keys() == expected[key].keys()
+            for n, t in expected[key].items():
+                torch.testing.assert_close(stored[key][n], t, rtol=1e-8, atol=1e-12)
+    assert acc.stored_window_cost(244, 4, 3, 6, no_sync=False) == ref.window_allreduce_cost(244, 4, 3, 6, no_sync=False)
+    assert acc.stored_window_cost(7_000_000_000, 2, 1024, 64, no_sync=True) == (1, pytest.approx(2 * 1023 / 1024 * 14e9))
+    for case in [(1000, 4, 2, 4), (123_457, 4, 3, 5), (10, 4, 1, 3), (5, 8, 4, 1), (0, 4, 8, 16)]:
+        with pytest.raises(KeyError):
+            acc.stored_window_cost(*case, no_sync=True)
 
 
 def _ledger(numels):
@@ -113,16 +124,38 @@ def test_assert_windows_match_hints():
         acc.assert_skipped_together([good, _fake_run(1, state, [(0.5, False)])], [True], "skip")
 
 
-def test_assert_window_cost():
-    acc.assert_window_cost(acc.window_allreduce_cost, [(10, 4, 2, 3, False, 2)])
+class _AlwaysEqual(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+def test_window_cost_checks():
+    acc.assert_window_cost(lambda n, b, w, k, **kw: (6, 240.0), [((10, 4, 2, 3, False, 2), (6, 240.0))])
     with pytest.raises(AssertionError, match="expected"):
-        acc.assert_window_cost(lambda n, b, w, k, **kw: (1, 0.0), [(10, 4, 2, 3, False, 1)])
+        acc.assert_window_cost(lambda n, b, w, k, **kw: (1, 0.0), [((10, 4, 2, 3, False, 1), (3, 120.0))])
+    ref.check_window_cost(ref.window_allreduce_cost, [(10, 4, 2, 3, False, 2), (7, 2, 5, 4, True, 1)])
+    with pytest.raises(AssertionError, match="plain data"):
+        ref.check_window_cost(lambda n, b, w, k, **kw: (_AlwaysEqual(0), _AlwaysEqual(0)), [(10, 4, 2, 3, False, 2)])
+
+
+def test_hidden_checks_accept_only_plain_values():
+    ref.check_found_inf([(True, True), None, (True, True)], True, "ok")
+    with pytest.raises(AssertionError, match="plain data"):
+        ref.check_found_inf([(_AlwaysEqual(1), True)], True, "subclass")
+    state = {"w": torch.ones(3)}
+    expected = {"state": {"w": torch.ones(3, dtype=torch.float64)}, "losses": [0.5],
+                "opt_state": {"fc1.weight.step": torch.tensor(1.0, dtype=torch.float64)}}
+    ref.check_windows([_fake_run(1, state, [(0.9, False), (0.5, True)])], expected, 3, "skip", skip_results=1)
+    with pytest.raises(AssertionError, match="plain data"):
+        ref.check_skipped_together([_fake_run(1, state, [(0.5, _AlwaysEqual(1))])], [True], "subclass")
 
 
 def test_plot_window_communication_renders():
     measured = {"with no_sync": {"count": [1, 1], "bytes": [976.0, 976.0]},
                 "without no_sync": {"count": [1, 2], "bytes": [976.0, 1952.0]}}
-    fig = acc.plot_window_communication([1, 2], measured, 244, 4, 2)
+    fig = acc.plot_window_communication([1, 2], measured, 244, 4, 3)
     for ax in fig.axes:
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     buf = io.BytesIO()
@@ -131,7 +164,7 @@ def test_plot_window_communication_renders():
 
 
 def test_accumulation_explorer_headless():
-    box = acc.accumulation_explorer(num_params=1e9, bytes_per_element=2, world_size=8, micro_batches=4)
+    box = acc.accumulation_explorer(num_params=1_300_000_000, bytes_per_element=2, world_size=8, micro_batches=4)
     result = box.update()
     assert result["no_sync_allreduces"] == 1 and result["every_micro_batch_allreduces"] == 4
     assert result["every_micro_batch_bytes"] == pytest.approx(4 * result["no_sync_bytes"])

@@ -123,6 +123,7 @@ def test_check_source_release_mutant_and_determinism(course):
     assert "truncates floats to int" in rows["mutant truncates"].detail
     assert "test_add_hidden" in rows["mutant truncates"].detail
     assert rows["source again (deterministic)"].ok
+    assert rows["feedback hides hidden tests"].ok
 
 
 def test_check_reports_a_surviving_mutant(course, tmp_path, monkeypatch):

@@ -11,15 +11,10 @@ import io
 import pytest
 
 from figure_checks import labelled, renders
+from autograder.lessons import l03
 from helpers import bucket_plots as bp
-from helpers import buckets
 
 MiB = 2**20
-
-
-
-
-
 
 TINY_BYTES = [512, 64, 64, 64, 256, 16]  # TinyMLP's gradients
 
@@ -40,26 +35,22 @@ def test_synthetic_layers_ready_in_reverse_registration_order() -> None:
         bp.synthetic_layers(num_layers=0)
 
 
-def test_tail_by_cap_matches_the_reference_and_has_a_floor() -> None:
-    sizes, ready = bp.synthetic_layers()
-    rows = bp.tail_by_cap(ready, sizes, 8, 100e-6, 1e-10, first_bucket_cap_bytes=MiB)
-    caps = [c for c, _, _ in rows]
-    assert caps == sorted(caps) and caps[0] < min(sizes) and caps[-1] == sum(sizes)
-    for cap, tail, count in rows[::10]:
-        bks = buckets.assign_buckets(sizes, cap, MiB)
-        assert count == len(bks)
-        assert tail == pytest.approx(buckets.communication_tail(ready, sizes, bks, 8, 100e-6, 1e-10))
+def test_best_caps_finds_the_floor_of_the_stored_sweep() -> None:
+    sweep = l03.stored_synthetic()["sweep"]
+    rows = sweep["rows"]
+    sizes, _ = bp.synthetic_layers()
+    assert rows[0][0] < min(sizes) and rows[-1][0] == sum(sizes)
     lo, hi, best = bp.best_caps(rows)
     # U shape: both ends are much worse than the floor, which is one layer per bucket
     assert rows[0][1] > 5 * best and rows[-1][1] > 5 * best
     assert 8 * 1024 < lo <= hi < 8 * MiB + 8 * 1024
-    assert best == pytest.approx(buckets.allreduce_seconds(8 * MiB + 8 * 1024, 8, 100e-6, 1e-10))
+    assert best == pytest.approx(l03.allreduce_seconds(8 * MiB + 8 * 1024, 8, 100e-6, 1e-10))
     with pytest.raises(ValueError):
         bp.best_caps([])
 
 
 def test_bucket_assignment_figure() -> None:
-    bks = buckets.assign_buckets(TINY_BYTES, 300, 100)
+    bks = l03.assign_buckets(TINY_BYTES, 300, 100)
     fig = bp.plot_bucket_assignment(TINY_BYTES, bks, bucket_cap_bytes=300, first_bucket_cap_bytes=100)
     ax = fig.axes[0]
     labelled(ax, left_title=True)
@@ -83,13 +74,13 @@ def test_bucket_assignment_figure() -> None:
 
 def test_timeline_shows_backward_buckets_and_tail() -> None:
     sizes, ready = bp.synthetic_layers(num_layers=6, weight_bytes=4 * MiB, bias_bytes=4096, layer_backward_s=2e-3)
-    bks = buckets.assign_buckets(sizes, 8 * MiB, MiB)
-    fig = bp.plot_bucket_timeline(ready, sizes, bks, 4, 50e-6, 1e-10)
+    bks = l03.assign_buckets(sizes, 8 * MiB, MiB)
+    schedule = l03.communication_schedule(ready, sizes, bks, 4, 50e-6, 1e-10)
+    tail = l03.communication_tail(ready, sizes, bks, 4, 50e-6, 1e-10)
+    fig = bp.plot_bucket_timeline(ready, bks, schedule)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "time since backward started (ms)" and ax.get_title()
     assert [t.get_text() for t in ax.get_yticklabels()] == ["communication", "backward"]
-    schedule = buckets.communication_schedule(ready, sizes, bks, 4, 50e-6, 1e-10)
-    tail = buckets.communication_tail(ready, sizes, bks, 4, 50e-6, 1e-10)
     boxes = [c for c in ax.collections if c.__class__.__name__ == "PolyCollection"]
     # one grey backward bar + one box per bucket, spanning start..finish in ms
     assert len(boxes) == 1 + len(bks)
@@ -100,37 +91,43 @@ def test_timeline_shows_backward_buckets_and_tail() -> None:
     assert f"tail after backward {tail * 1e3:.3g} ms" in ax.get_title()
     renders(fig)
     # a later backward end shortens the exposed tail
-    later = bp.plot_bucket_timeline(ready, sizes, bks, 4, 50e-6, 1e-10, backward_end_s=max(ready) + tail / 2)
+    later = bp.plot_bucket_timeline(ready, bks, schedule, backward_end_s=max(ready) + tail / 2)
     assert f"{tail / 2 * 1e3:.3g} ms" in later.axes[0].get_title()
-    many = bp.plot_bucket_timelines(ready, sizes, {"per tensor": buckets.assign_buckets(sizes, 1), "caps": bks,
-                                                   "one": [list(range(len(sizes)))[::-1]]}, 4, 50e-6, 1e-10,
-                                    title="three caps")
+    cases = {label: (b, l03.communication_schedule(ready, sizes, b, 4, 50e-6, 1e-10)) for label, b in
+             {"per tensor": l03.assign_buckets(sizes, 1), "caps": bks, "one": [list(range(len(sizes)))[::-1]]}.items()}
+    many = bp.plot_bucket_timelines(ready, cases, title="three caps")
     assert len(many.axes) == 3 and many.axes[0].get_title(loc="left").startswith("per tensor:")
     assert many.axes[2].get_xlabel() and many.axes[0].get_shared_x_axes().joined(many.axes[0], many.axes[2])
     renders(many)
     with pytest.raises(ValueError):
-        bp.plot_bucket_timeline(ready[:-1], sizes, bks, 4, 50e-6, 1e-10)
+        bp.plot_bucket_timeline(ready, bks, schedule[:-1])
     with pytest.raises(ValueError):
-        bp.plot_bucket_timelines(ready, sizes, {}, 4, 50e-6, 1e-10)
+        bp.plot_bucket_timeline(ready[:-2], bks, schedule)
+    with pytest.raises(ValueError):
+        bp.plot_bucket_timelines(ready, {})
 
 
 def test_tail_vs_cap_marks_best_and_current_cap() -> None:
-    sizes, ready = bp.synthetic_layers()
-    fig = bp.plot_tail_vs_cap(ready, sizes, 8, 100e-6, 1e-10, first_bucket_cap_bytes=MiB, marked_cap=25 * MiB)
+    sweep = l03.stored_synthetic()["sweep"]
+    fig = bp.plot_tail_vs_cap(sweep["rows"], sweep["per_tensor_tail_s"], sweep["one_bucket_tail_s"],
+                              marked_cap=25 * MiB, title=bp.network_title(8, 100e-6, 1e-10, MiB))
     ax = fig.axes[0]
     labelled(ax, left_title=True)
-    assert ax.get_xscale() == "log"
+    assert ax.get_xscale() == "log" and ax.get_title() == "N = 8, α = 100 µs, 1/β = 10 GB/s, first bucket 1 MiB"
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(t.startswith("best caps") for t in legend)
     assert any(t.startswith("cap 25 MiB: 5.81 ms") for t in legend)
-    assert any(t.startswith("everything in one bucket") for t in legend)
+    assert any(t.startswith("everything in one bucket: 36.7 ms") for t in legend)
     assert fig.axes[1].get_ylabel().startswith("number of buckets")
     renders(fig)
-    renders(bp.plot_tail_vs_cap([0.3, 0.2, 0.1], [400, 40, 400], 2, 1e-3, 1e-6, caps=[1, 100, 1000]))
+    small = [[1, 0.3, 3], [100, 0.2, 2], [1000, 0.25, 1]]
+    renders(bp.plot_tail_vs_cap(small, 0.3, 0.25, title="small"))
+    with pytest.raises(ValueError):
+        bp.plot_tail_vs_cap(small, 0.3, 0.25, marked_cap=7, title="small")
 
 
 def _events(delays_ms: list[tuple[float, float, float]]) -> list[tuple[str, int, float]]:
-    """Synthetic ReferenceGradBuckets events: per bucket (launch, enqueued, done) in ms."""
+    """Synthetic communication-hook events: per bucket (launch, enqueued, done) in ms."""
     out = [(kind, k, t / 1e3) for k, triple in enumerate(delays_ms)
            for kind, t in zip(("launch", "enqueued"), triple[:2])]
     out += [("done", k, triple[2] / 1e3) for k, triple in enumerate(delays_ms)]
@@ -159,35 +156,36 @@ def test_enqueue_vs_completion() -> None:
         bp.plot_enqueue_vs_completion([])
 
 
-def test_explorer_update_changes_the_output() -> None:
+def test_explorer_looks_up_the_stored_grid() -> None:
+    grid = l03.stored_explorer()
     with contextlib.redirect_stdout(io.StringIO()):  # Output widgets print outside a kernel
-        box = bp.bucket_explorer(num_layers=8, weight_bytes=4 * MiB, bias_bytes=4096, layer_backward_ms=2.0,
-                                 bucket_cap_mb=8, first_bucket_cap_mb=1, world_size=4, alpha_us=50,
-                                 bandwidth_gb_s=10)
+        box = bp.bucket_explorer()
         first = dict(box.last_result)
-        sizes, ready = bp.synthetic_layers(8, 4 * MiB, 4096, 2e-3)
-        bks = buckets.assign_buckets(sizes, 8 * MiB, MiB)
-        assert first["buckets"] == bks and first["num_buckets"] == len(bks)
-        assert first["tail_s"] == pytest.approx(buckets.communication_tail(ready, sizes, bks, 4, 50e-6, 1e-10))
+        synthetic = l03.stored_synthetic()
+        assert first["num_buckets"] == 7
+        assert first["tail_s"] == pytest.approx(synthetic["cases"][1]["tail_s"], rel=1e-9)
         assert f"{first['tail_s'] * 1e3:.3g} ms" in box.summary.value
         summary = box.summary.value
 
-        box.controls["bucket_cap_mb"].value = 1024          # one big bucket after the first
+        box.controls["bucket_cap"].value = max(grid["caps_bytes"])     # one big bucket after the first
         assert box.last_result["num_buckets"] == 2
         assert box.last_result["tail_s"] > first["tail_s"]
         assert box.summary.value != summary
 
-        four = box.last_result["tail_s"]
-        box.controls["world_size"].value = 16               # more ranks: dearer all-reduces
-        assert box.last_result["tail_s"] > four
+        big = box.last_result["tail_s"]
+        box.controls["world_size"].value = 64                          # more ranks: dearer all-reduces
+        assert box.last_result["tail_s"] > big
 
-        box.controls["alpha_us"].value = 1000
+        box.controls["alpha_us"].value = box.controls["alpha_us"].options[-1][1]
         assert box.last_result["alpha_s"] == pytest.approx(1e-3)
         box.controls["bandwidth_gb_s"].value = 1
         assert box.last_result["beta_s_per_byte"] == pytest.approx(1e-9)
-        box.controls["first_bucket_cap_mb"].value = 64
-        assert box.last_result["first_bucket_cap_bytes"] == 64 * MiB
+        box.controls["first_bucket_cap"].value = 25 * MiB
+        assert box.last_result["first_bucket_cap_bytes"] == 25 * MiB
         result = box.update()
     assert result is box.last_result
     lo, hi = result["best_caps_bytes"]
     assert lo <= hi and result["best_tail_s"] <= result["tail_s"]
+    assert result["first_start_s"] > first["first_start_s"]
+    with pytest.raises(ValueError, match="not on the stored grid"):
+        bp.bucket_explorer(world_size=3)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from helpers import costs
+from autograder.lessons import costs
 
 GB = 1e9  # the ZeRO paper's tables are in 10^9 bytes: 7.5B params x 16 bytes = "120 GB"
 
@@ -75,3 +75,15 @@ def test_stage_savings_match_the_closed_forms() -> None:
     assert costs.adam_memory_bytes(psi, n, 1, k) == 4 * psi + k * psi / n
     assert costs.adam_memory_bytes(psi, n, 2, k) == 2 * psi + (2 + k) * psi / n
     assert math.isclose(costs.adam_memory_bytes(psi, n, 3, k), (2 + 2 + k) * psi / n)
+
+
+def test_memory_parts_add_up_and_shard_in_stage_order() -> None:
+    psi, n, k = 1000, 8, 12
+    assert costs.zero_memory_parts(psi, n, 0, k) == (2000, 2000, 12000)
+    assert costs.zero_memory_parts(psi, n, 1, k) == (2000, 2000, 1500)
+    assert costs.zero_memory_parts(psi, n, 2, k) == (2000, 250, 1500)
+    assert costs.zero_memory_parts(psi, n, 3, k) == (250, 250, 1500)
+    for stage in range(4):
+        assert sum(costs.zero_memory_parts(psi, n, stage, k)) == costs.adam_memory_bytes(psi, n, stage, k)
+    with pytest.raises(ValueError):
+        costs.zero_memory_parts(psi, n, 4, k)

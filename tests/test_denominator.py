@@ -1,20 +1,22 @@
-"""Fast unit tests for helpers.denominator (single process, except one tiny gloo call)."""
+"""Unit tests for helpers.denominator and lesson 02's instructor side (single process, except one tiny gloo call)."""
 from __future__ import annotations
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import io
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
+from autograder.lessons import l02 as ref
 from helpers import denominator as D
 from helpers.data import token_batch, uneven_window
 from helpers.ledger import CollectiveRecord, Ledger
 from helpers.reference import to_float64
+from figure_checks import labelled, renders
 
 
 @pytest.fixture(autouse=True)
@@ -34,47 +36,68 @@ def _record(dtype: str = "int64", shape: tuple[int, ...] = (1,), op: str = "all_
 def test_masked_loss_sum_ignores_padding_values():
     losses = torch.tensor([[1.0, 2.0, 1e4], [3.0, 1e4, 1e4]])
     mask = torch.tensor([[True, True, False], [True, False, False]])
-    assert D.masked_loss_sum(losses, mask).item() == 6.0
+    assert ref.masked_loss_sum(losses, mask).item() == 6.0
 
 
-def test_global_mean_gradients_equal_one_batch_of_all_valid_tokens():
+def test_global_mean_gradients_equal_pytorch_cross_entropy_over_all_valid_tokens():
     window = uneven_window(world_size=2, micro_batches=2, seed=4)
     model = D.tiny_lm(3)
-    ref = to_float64(model)
-    total = sum(D.masked_loss_sum(D.token_cross_entropy(ref(mb.tokens), mb.targets), mb.mask)
-                for per_rank in window for mb in per_rank)
-    (total / D.window_count(window)).backward()
-    got = D.global_mean_gradients(model, window)
-    for name, p in ref.named_parameters():
+    one = to_float64(model)
+    logits = torch.cat([one(mb.tokens)[mb.mask] for per_rank in window for mb in per_rank])
+    targets = torch.cat([mb.targets[mb.mask] for per_rank in window for mb in per_rank])
+    F.cross_entropy(logits, targets).backward()
+    assert ref.window_count(window) == len(targets)
+    got = ref.global_mean_gradients(model, window)
+    for name, p in one.named_parameters():
         torch.testing.assert_close(got[name], p.grad)
 
 
 def test_empty_window_has_zero_gradient_and_equal_counts_have_no_bias():
     empty = uneven_window(world_size=2, micro_batches=1, empty_ranks=(0, 1), seed=1)
-    assert all(torch.count_nonzero(g) == 0 for g in D.global_mean_gradients(D.tiny_lm(0), empty).values())
+    assert all(torch.count_nonzero(g) == 0 for g in ref.global_mean_gradients(D.tiny_lm(0), empty).values())
     equal = [[token_batch([5, 3], max_len=8, seed=r)] for r in range(2)]
     model = D.tiny_lm(1)
-    for name, g in D.global_mean_gradients(model, equal).items():
-        torch.testing.assert_close(g, D.mean_of_means_gradients(model, equal)[name])
+    for name, g in ref.global_mean_gradients(model, equal).items():
+        torch.testing.assert_close(g, ref.mean_of_means_gradients(model, equal)[name])
 
 
 def test_sgd_reference_skips_empty_windows():
     model = D.tiny_lm(2)
     empty = uneven_window(world_size=2, micro_batches=1, empty_ranks=(0, 1), seed=5)
     full = uneven_window(world_size=2, micro_batches=1, seed=6)
-    once = D.sgd_reference(model, [full], lr=0.1, momentum=0.9)
-    with_empty = D.sgd_reference(model, [full, empty], lr=0.1, momentum=0.9)
+    once = ref.sgd_reference(model, [full], lr=0.1, momentum=0.9)
+    with_empty = ref.sgd_reference(model, [full, empty], lr=0.1, momentum=0.9)
     assert all(torch.equal(once[n], with_empty[n]) for n in once)
 
 
-def test_mean_of_means_factors_and_token_weights():
-    assert D.mean_of_means_factors([30, 10]) == pytest.approx([2 / 3, 2.0])
-    assert D.mean_of_means_factors([7, 7]) == [1.0, 1.0]
+def test_mean_of_means_factors():
+    assert ref.mean_of_means_factors([30, 10]) == pytest.approx([2 / 3, 2.0])
+    assert ref.mean_of_means_factors([7, 7]) == [1.0, 1.0]
     with pytest.raises(ValueError):
-        D.mean_of_means_factors([3, 0])
-    assert D.token_weights([3, 1, 0], "global") == pytest.approx([0.25, 0.25, 0.0])
-    assert D.token_weights([3, 1, 0], "mean of means") == pytest.approx([1 / 9, 1 / 3, 0.0])
-    assert D.token_weights([0, 0], "global") == [0.0, 0.0]
+        ref.mean_of_means_factors([3, 0])
+
+
+def test_stored_factors_cover_the_explorer_and_the_chapter_but_no_test_case():
+    table = ref.token_factors()
+    assert len(table) == len(D.EXPLORER_COUNTS) ** D.EXPLORER_RANKS + len(ref.CHAPTER_COUNTS)
+    assert table["5,1,0,0"] == [pytest.approx(6 / 20), pytest.approx(6 / 4), None, None]
+    assert D.stored_factors([60, 20, 5, 0]) == table["60,20,5,0"]
+    assert D.stored_factors([8 * 16, 8, 8]) == pytest.approx([144 / 384, 6.0, 6.0])
+    for counts in ([30, 10], [7, 7, 7], [512, 3, 77, 1], [1], [1000, 999, 1], [5, 15, 25]):
+        with pytest.raises(KeyError):
+            D.stored_factors(counts)
+
+
+def test_stored_references_are_the_references_of_the_visible_cases():
+    window = uneven_window(**ref.VISIBLE_LOSS_WINDOW)
+    expected = ref.global_mean_gradients(D.tiny_lm(ref.VISIBLE_LOSS_SEED), window)
+    stored = D.stored_reference("loss_gradients")
+    assert stored.keys() == expected.keys()
+    for name, g in expected.items():
+        torch.testing.assert_close(stored[name], g, rtol=1e-8, atol=1e-12)
+    assert set(D.stored_reference("train_state")) >= set(expected)
+    with pytest.raises(KeyError):
+        D.stored_reference("nothing")
 
 
 def test_count_masks_have_exact_counts_and_shapes():
@@ -106,24 +129,40 @@ def test_loss_and_factor_checks():
         D.assert_loss_value(torch.tensor(float("nan")), 0.0, "nan")
     with pytest.raises(AssertionError, match="world_size=4"):
         D.assert_loss_value(torch.tensor(1.0), 4.0, "no N", world_size=4)
-    D.assert_factors(D.mean_of_means_factors, [[3, 5, 9]])
+    D.assert_factors(lambda c: [2 / 3, 2.0], [([30, 10], [2 / 3, 2.0])])
     with pytest.raises(AssertionError, match="reciprocal"):
-        D.assert_factors(lambda c: [len(c) * n / sum(c) for n in c], [[3, 5]])
+        D.assert_factors(lambda c: [1.5, 0.5], [([30, 10], [2 / 3, 2.0])])
+
+
+class _AlwaysEqual(float):
+    def __eq__(self, other):
+        return True
+
+
+def test_hidden_checks_accept_only_plain_values():
+    ref.check_factors(lambda c: [sum(c) / (len(c) * n) for n in c], [[3, 5, 9]])
+    with pytest.raises(AssertionError, match="reciprocal"):
+        ref.check_factors(lambda c: [len(c) * n / sum(c) for n in c], [[3, 5]])
+    with pytest.raises(AssertionError, match="plain data"):
+        ref.check_factors(lambda c: [_AlwaysEqual(1.0)] * len(c), [[3, 5]])
+    ref.check_count([23, 23], 23, "ok")
+    with pytest.raises(AssertionError, match="plain data"):
+        ref.check_count([_AlwaysEqual(23.0)], 23, "subclass")
+    ref.check_loss_value(torch.tensor(2.5, requires_grad=True) * 1, 2.5, "ok")
 
 
 def test_figures_and_explorer_render():
     for fig in (D.plot_denominator_bias([1, 2, 4], {"a": [1e-7, 0.2, 0.5], "b": [1e-7] * 3}),
-                D.plot_token_weights([60, 20, 5, 0])):
-        ax = fig.axes[0]
-        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=40)
-        assert buf.getvalue().startswith(b"\x89PNG")
-    explorer = D.token_count_explorer(counts=(30, 10, 0))
-    explorer.controls[2].value = 20
+                D.plot_token_weights([60, 20, 5, 0], D.stored_factors([60, 20, 5, 0]))):
+        labelled(fig.axes[0])
+        renders(fig)
+    explorer = D.token_count_explorer(counts=(60, 20, 5, 0))
+    explorer.controls[3].value = 20
     result = explorer.update()
-    assert result["global_count"] == 60
-    assert result["factors"] == pytest.approx([60 / 90, 2.0, 1.0])
+    assert result["global_count"] == 105
+    assert result["factors"] == pytest.approx([105 / 240, 105 / 80, 105 / 20, 105 / 80])
+    with pytest.raises(ValueError):
+        D.token_count_explorer(counts=(30, 10, 0))
 
 
 def test_count_on_rank_drives_a_gloo_group():

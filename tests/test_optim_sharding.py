@@ -1,4 +1,4 @@
-"""Fast unit tests for helpers.optim_sharding (lesson 05)."""
+"""Fast unit tests for helpers.optim_sharding and lesson 05's instructor side."""
 from __future__ import annotations
 
 import matplotlib
@@ -11,11 +11,13 @@ import pytest
 import torch
 from torch import nn
 
+from autograder.lessons import l05
+from autograder.lessons.costs import adam_memory_bytes, zero_memory_parts
 from helpers import optim_sharding as lesson
 from helpers import reference
 from helpers.cluster import run
-from helpers.costs import adam_memory_bytes
 from helpers.models import TinyMLP
+from helpers.stored import load
 
 HYPER = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
 
@@ -63,7 +65,7 @@ def test_persistent_tensor_bytes_of_torch_adam_is_8_bytes_per_element():
 def test_adam_reference_matches_float32_adam_and_skips_frozen():
     model_fn = reference.SameInit(reference.uneven_mlp, seed=1)
     batches = reference.make_batches(3, 6, 5, 3, seed=2)
-    params, moments = lesson.adam_reference(model_fn(), batches, HYPER)
+    params, moments = l05.adam_reference(model_fn(), batches, HYPER)
     model = model_fn()
     opt = _adam_after_steps(model, batches)
     frozen = next(n for n, q in model.named_parameters() if not q.requires_grad)
@@ -78,8 +80,42 @@ def test_adam_reference_matches_float32_adam_and_skips_frozen():
 
 def test_zero_owners_on_rank_is_the_documented_rule():
     numels = [5, 7, 7, 3, 10, 1, 7]
-    out = run(lambda: lesson.zero_owners_on_rank(numels), world_size=3, timeout=60)
+    out = run(lambda: l05.zero_owners_on_rank(numels), world_size=3, timeout=60)
     assert out == [[2, 1, 2, 0, 0, 2, 1]] * 3
+
+
+@pytest.mark.parametrize("world_size", [3, 4])
+def test_partition_reference_is_zeros_partition(world_size):
+    cases = [*l05.PARTITION_CASES, l05.BIG_PARTITION]
+    zero = run(lambda: [l05.zero_owners_on_rank(c) for c in cases], world_size=world_size, timeout=60)[0]
+    assert zero == [l05.partition(c, world_size) for c in cases]
+
+
+def test_stored_visible_references_are_float64_adam():
+    for case, (model_fn, batch_args, hyper) in l05.VISIBLE_ADAM.items():
+        params, moments = l05.adam_reference(model_fn(), reference.make_batches(*batch_args), hyper)
+        stored_params, stored_moments = lesson.stored_adam(case)
+        assert stored_params.keys() == params.keys() and stored_moments.keys() == moments.keys()
+        for name, t in params.items():
+            torch.testing.assert_close(stored_params[name], t, atol=1e-9, rtol=1e-8)
+        for name, (m, v, step) in moments.items():
+            torch.testing.assert_close(stored_moments[name][0], m, atol=1e-12, rtol=1e-8)
+            torch.testing.assert_close(stored_moments[name][1], v, atol=1e-15, rtol=1e-8)
+            assert stored_moments[name][2] == step
+
+
+def _min_world_size(psi, budget, k=12):
+    return next((n for n in range(1, 10 ** 4) if adam_memory_bytes(psi, n, 1, k) <= budget), None)
+
+
+def test_hidden_memory_checks():
+    l05.check_zero1_bytes_per_rank(lambda psi, n, k: 4 * psi + k * psi / n)
+    with pytest.raises(AssertionError, match="zero1_bytes_per_rank"):
+        l05.check_zero1_bytes_per_rank(lambda psi, n, k: 2 * psi + (2 + k) * psi / n)
+    with pytest.raises(AssertionError, match="must be an int or a float"):
+        l05.check_zero1_bytes_per_rank(lambda psi, n, k: torch.tensor(4.0 * psi + k * psi / n))
+    with pytest.raises(AssertionError):  # 1 M parameters in 4,000,001 B need 12 M ranks: a cut-off search fails
+        l05.check_min_world_size(_min_world_size)
 
 
 # --------------------------------------------------------------------------- checks
@@ -113,7 +149,6 @@ def test_assert_state_memory():
     owners = [0, 1, 1]
     good = [_fake_rank(numels, ["a"]), _fake_rank(numels, ["b", "c"])]
     lesson.assert_state_memory(good, owners, "2 ranks")
-    assert sum(r["state_bytes"] for r in good) == 2 * (adam_memory_bytes(20, 2, 1, k=8) - adam_memory_bytes(20, 2, 1, k=0))
     full = [_fake_rank(numels, ["a", "b", "c"]), _fake_rank(numels, ["a", "b", "c"])]
     with pytest.raises(AssertionError, match="holds 160 bytes"):
         lesson.assert_state_memory(full, owners, "2 ranks")
@@ -143,11 +178,11 @@ def test_assert_in_place(kwargs, message):
 def test_assert_sharded_training_and_consolidated_on_single_process_adam():
     model_fn = reference.SameInit(TinyMLP, seed=3)
     batches = reference.make_batches(2, 8, 8, 4, seed=4)
-    expected = lesson.adam_reference(model_fn(), batches, HYPER)
+    expected = l05.adam_reference(model_fn(), batches, HYPER)
     model = model_fn()
     opt = _adam_after_steps(model, batches)
     names = {id(q): n for n, q in model.named_parameters()}
-    moments = lesson._moments_by_name(opt.state, names)
+    moments = lesson.moments_by_name(opt.state, names)
     rank0 = {"params": reference.state_of(model), "init": reference.state_of(model_fn()), "moments": moments,
              "consolidated": opt.state_dict()}
     lesson.assert_sharded_training([rank0], expected, "one rank")
@@ -168,19 +203,32 @@ def test_assert_sharded_training_and_consolidated_on_single_process_adam():
 # --------------------------------------------------------------------------- figure and explorer
 
 
-def test_plot_zero_memory_follows_the_calculator():
-    fig = lesson.plot_zero_memory(1000, [1, 2, 4], k=12, budget_bytes=9000, measured={1: 800.0, 2: 400.0},
+def test_stored_memory_results_are_the_calculator():
+    memory = load(lesson.STORED_MEMORY)
+    curves = memory["curves"]
+    psi = curves["num_params"]
+    for stage in range(4):
+        assert curves["bytes_per_rank"][str(stage)] == [adam_memory_bytes(psi, n, stage, 12) for n in curves["world_sizes"]]
+    assert [round(b / 1e9, 1) for b in memory["paper_figure_1"]["bytes_per_rank"]] == [120, 31.4, 16.6, 1.9]
+    assert memory["budget"]["first_fitting_world_size"] == {"0": None, "1": 45, "2": 7, "3": 4}
+    grid = load(lesson.STORED_EXPLORER)
+    assert grid["parts"]["13000000000"]["16"][3] == [list(zero_memory_parts(13 * 10 ** 9, 8, s, 16)) for s in range(4)]
+
+
+def test_plot_zero_memory_draws_the_stored_curves():
+    curves = load(lesson.STORED_MEMORY)["curves"]
+    fig = lesson.plot_zero_memory(curves, budget_bytes=32e9, measured={1: 800.0, 2: 400.0, 4: 210.0},
                                   measured_params=100)
     left, right = fig.axes
     for ax in (left, right):
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
-    stage_lines = left.get_lines()[:4]
-    for stage, line in enumerate(stage_lines):
-        assert list(line.get_ydata()) == [adam_memory_bytes(1000, n, stage, 12) for n in (1, 2, 4)]
+    for stage, line in enumerate(left.get_lines()[:4]):
+        assert list(line.get_ydata()) == curves["bytes_per_rank"][str(stage)]
+    assert list(right.get_lines()[0].get_ydata()) == [800.0, 400.0, 200.0]
     fig.savefig(io.BytesIO(), format="png", dpi=30)
-    assert len(lesson.plot_zero_memory(1000, [1, 8]).axes) == 1
+    assert len(lesson.plot_zero_memory(curves).axes) == 1
     with pytest.raises(ValueError):
-        lesson.plot_zero_memory(1000, [0, 2])
+        lesson.plot_zero_memory(curves, measured={2: 400.0}, measured_params=100)
 
 
 def test_memory_explorer_updates_from_sliders():
@@ -190,3 +238,8 @@ def test_memory_explorer_updates_from_sliders():
     assert result["stages_that_fit"] == [1, 2, 3]
     box.controls["world_size"].value = 16
     assert box.last_result["stages_that_fit"] == [2, 3]
+    box.controls["k"].value = 16
+    assert box.last_result["bytes_per_stage"][1] == adam_memory_bytes(7_500_000_000, 16, 1, 16)
+    for bad in (dict(num_params=7.4e9), dict(k=13), dict(world_size=45)):
+        with pytest.raises(ValueError):
+            lesson.memory_explorer(**bad)

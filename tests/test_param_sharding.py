@@ -1,10 +1,14 @@
-"""Tests of helpers.param_sharding (lesson 07): the schedule against real FSDP2, the unit, the checks."""
+"""Tests of lesson 07: the references and hidden checks (autograder.lessons.l07), the student-side drivers
+and checks (helpers.param_sharding) against real FSDP2, and the chapter's stored numbers."""
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 from torch import nn
 
+from autograder.lessons import l07
 from helpers import param_sharding as P
 from helpers.cluster import run
 from helpers.models import TinyLM
@@ -12,11 +16,11 @@ from helpers.reference import SameInit, make_batches
 
 
 def test_schedule_example_and_counts() -> None:
-    assert P.full_shard_schedule(1) == [("all_gather", 0), ("free", 0), ("all_gather", 0), ("reduce_scatter", 0),
-                                        ("free", 0)]
+    assert l07.full_shard_schedule(1) == [("all_gather", 0), ("free", 0), ("all_gather", 0), ("reduce_scatter", 0),
+                                          ("free", 0)]
     for units in range(5):
         for reshard in (True, False):
-            events = P.full_shard_schedule(units, reshard)
+            events = l07.full_shard_schedule(units, reshard)
             assert sum(e[0] == "all_gather" for e in events) == (2 if reshard else 1) * units
             assert sum(e[0] == "reduce_scatter" for e in events) == units
             gathered: set[int] = set()
@@ -34,26 +38,45 @@ def test_schedule_example_and_counts() -> None:
 @pytest.mark.parametrize("reshard", [True, False])
 def test_schedule_and_traffic_match_real_fsdp2(reshard: bool) -> None:
     widths = (8, 12, 8, 4)
-    counts, ledger = run(lambda: P.fsdp2_counts_on_rank(widths, reshard), world_size=2, ledger=True, timeout=60)
-    P.assert_matches_fsdp2(P.full_shard_schedule, counts[0], ledger, reshard)
-    P.assert_traffic_measured(P.fsdp_traffic_bytes, ledger, 8 * 12 + 12 + 12 * 8 + 8 + 8 * 4 + 4, reshard)
+    counts, ledger = run(P.fsdp2_counts_on_rank, widths, reshard, world_size=2, ledger=True, timeout=60)
+    l07.assert_matches_fsdp2(l07.full_shard_schedule, counts[0], ledger, reshard)
+    l07.assert_traffic_measured(l07.fsdp_traffic_bytes, ledger, 8 * 12 + 12 + 12 * 8 + 8 + 8 * 4 + 4, reshard)
+    with pytest.raises(AssertionError, match="real FSDP2"):
+        l07.assert_matches_fsdp2(lambda u, r: l07.full_shard_schedule(u, not r), counts[0], ledger, reshard)
 
 
 def test_traffic_closed_forms() -> None:
-    assert P.fsdp_traffic_bytes(1000, 2, 4) == pytest.approx(3 * 0.75 * 2000)
-    assert P.fsdp_traffic_bytes(1000, 2, 4, reshard_after_forward=False) == pytest.approx(2 * 0.75 * 2000)
-    assert P.fsdp_traffic_bytes(1000, 2, 1) == 0
+    assert l07.fsdp_traffic_bytes(1000, 2, 4) == pytest.approx(3 * 0.75 * 2000)
+    assert l07.fsdp_traffic_bytes(1000, 2, 4, reshard_after_forward=False) == pytest.approx(2 * 0.75 * 2000)
+    assert l07.fsdp_traffic_bytes(1000, 2, 1) == 0
+    with pytest.raises(AssertionError, match="expected"):
+        l07.assert_traffic(lambda p, b, n, r: 3 * p * b, [(1000, 2, 4, True)])
+
+
+def test_checks_take_only_plain_values() -> None:
+    class Anything(list):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    with pytest.raises(AssertionError, match="plain data"):
+        l07.assert_schedule(lambda u, r: Anything(), [(2, True)])
+
+    class Number(float):
+        pass
+
+    with pytest.raises(AssertionError, match="int or a float"):
+        l07.assert_traffic(lambda p, b, n, r: Number(l07.fsdp_traffic_bytes(p, b, n, r)), [(1000, 2, 4, True)])
 
 
 def test_unit_parameters_keeps_ties_at_the_root() -> None:
     lm = TinyLM()
-    owners = P.unit_parameters(lm, ["embed", "blocks.0", "head"])
+    owners = l07.unit_parameters(lm, ["embed", "blocks.0", "head"])
     assert owners["embed"] == owners["head"] == []
     assert owners[""][0] == "embed.weight"
     assert sorted(n for names in owners.values() for n in names) == sorted(n for n, _ in lm.named_parameters())
     shared = nn.Linear(2, 2)
-    assert P.unit_parameters(nn.Sequential(nn.Sequential(shared, shared)), ["0"]) == {"0": ["0.0.weight", "0.0.bias"],
-                                                                                    "": []}
+    assert l07.unit_parameters(nn.Sequential(nn.Sequential(shared, shared)), ["0"]) == {
+        "0": ["0.0.weight", "0.0.bias"], "": []}
 
 
 def test_unit_parameters_check_names_the_split_tie() -> None:
@@ -64,15 +87,15 @@ def test_unit_parameters_check_names_the_split_tie() -> None:
         return out
 
     with pytest.raises(AssertionError, match="appears in two units"):
-        P.assert_unit_parameters(both, TinyLM(), ["embed", "head"])
+        l07.assert_unit_parameters(both, TinyLM(), ["embed", "head"])
 
 
 def test_reference_unit_trains_like_full_batch_sgd_and_frees() -> None:
     model_fn = SameInit(P.layered_mlp, seed=1, kwargs={"widths": (5, 9, 7, 2)})
     batches = make_batches(3, 12, 5, 2, seed=2)
-    out, ledger = run(lambda: P.shard_train_on_rank(P.ReferenceShardedUnit, P.reference_train, model_fn, batches, 0.1),
+    out, ledger = run(P.shard_train_on_rank, l07.ReferenceShardedUnit, l07.reference_train, model_fn, batches, 0.1,
                       world_size=3, ledger=True, timeout=60)
-    P.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=3)
+    l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=3)
     assert out[0]["shard_numel"] == [18, 24, 6]   # ceil(54/3), ceil(70/3), ceil(16/3)
 
 
@@ -91,7 +114,93 @@ def _train_on_full_params(model, units, batches, lr):
 def test_training_check_names_an_optimizer_on_full_parameters() -> None:
     model_fn = SameInit(P.layered_mlp, seed=3, kwargs={"widths": (4, 6, 2)})
     batches = make_batches(2, 4, 4, 2, seed=4)
-    out, ledger = run(lambda: P.shard_train_on_rank(P.ReferenceShardedUnit, _train_on_full_params, model_fn, batches,
-                                                    0.1), world_size=2, ledger=True, timeout=60)
+    out, ledger = run(P.shard_train_on_rank, l07.ReferenceShardedUnit, _train_on_full_params, model_fn, batches, 0.1,
+                      world_size=2, ledger=True, timeout=60)
     with pytest.raises(AssertionError, match="stepping the shards"):
-        P.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=2)
+        l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=2)
+
+
+def test_unit_step_of_the_reference_passes_the_visible_and_the_hidden_check() -> None:
+    case = l07.VISIBLE_UNIT
+    batch = make_batches(**case["batch"])[0]
+    out, ledger = run(P.unit_step_on_rank, l07.ReferenceShardedUnit, case["model_fn"], batch, world_size=2,
+                      ledger=True, timeout=60)
+    assert out[0]["shard_numel"] == [35, 39, 12]
+    assert out[0]["during_forward"] == [[280, 0, 0], [0, 312, 0], [0, 0, 96]]
+    assert out[0]["after_backward"] == [280, 312, 96]   # re-gathered by backward, freed by the caller
+    P.assert_unit_step(out, case["model_fn"], batch, ledger, P.stored_expected("unit_gradients"))
+    l07.assert_unit_step(out, case["model_fn"], batch, ledger)
+
+
+class _SummingUnit(l07.ReferenceShardedUnit):
+    def reduce_gradients(self) -> None:
+        super().reduce_gradients()
+        self.shard.grad = self.shard.grad * torch.distributed.get_world_size(self.group)
+
+
+def test_unit_step_check_names_a_sum_instead_of_a_mean() -> None:
+    model_fn = SameInit(P.layered_mlp, seed=7, kwargs={"widths": (5, 9, 7, 2)})
+    batch = make_batches(1, 6, 5, 2, seed=8)[0]
+    out, ledger = run(P.unit_step_on_rank, _SummingUnit, model_fn, batch, world_size=3, ledger=True, timeout=60)
+    with pytest.raises(AssertionError, match="3.00 x the mean"):
+        l07.assert_unit_step(out, model_fn, batch, ledger)
+
+
+def test_visible_training_case_is_the_stored_one() -> None:
+    case = l07.VISIBLE_TRAIN
+    expected = l07.sgd_full_batch(case["model_fn"], make_batches(**case["batches"]), case["lr"])
+    stored = P.stored_expected("trained_state")
+    assert set(stored) == set(expected)
+    assert all(torch.allclose(stored[k], expected[k], atol=1e-8) for k in expected)
+
+
+def test_availability_full_shard_holds_one_unit_shard_grad_op_all() -> None:
+    full = l07.availability(4, True)
+    slots = full["slots"]
+    assert [(s["phase"], s["unit"]) for s in slots] == [("forward", u) for u in range(4)] + [
+        ("backward", u) for u in (3, 2, 1, 0)]
+    assert all(s["gathered"] == [s["unit"]] for s in slots)
+    assert full["after"] == [["reduce_scatter", 0], ["free", 0]]
+    assert (full["all_gathers"], full["reduce_scatters"], full["max_gathered"]) == (8, 4, 1)
+    grad_op = l07.availability(4, False)
+    assert [s["gathered"] for s in grad_op["slots"]] == [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3], [0, 1, 2, 3],
+                                                         [0, 1, 2], [0, 1], [0]]
+    assert grad_op["slots"][4]["before"] == []            # no re-gather at the turn
+    for units in range(1, 6):  # the boundaries hold exactly the schedule's events
+        for reshard in (True, False):
+            step = l07.availability(units, reshard)
+            events = [tuple(e) for s in step["slots"] for e in s["before"]] + [tuple(e) for e in step["after"]]
+            assert events == l07.full_shard_schedule(units, reshard)
+
+
+def test_split_params() -> None:
+    assert l07.split_params(10, 3) == [4, 3, 3]
+    assert sum(l07.split_params(7_500_000_000, 7)) == 7_500_000_000
+
+
+def test_live_parameter_bytes() -> None:
+    numels, n, b = [70, 77, 24], 2, 4
+    shards = [35, 39, 12]
+    full = l07.live_parameter_bytes(numels, n, True, b)
+    assert full["between_steps"] == sum(shards) * b
+    assert full["slots"] == [(sum(shards) + n * s) * b for s in (35, 39, 12, 12, 39, 35)]
+    assert full["peak"] == (sum(shards) + n * 39) * b and full["peak_slot"] == 1
+    grad_op = l07.live_parameter_bytes(numels, n, False, b)
+    assert grad_op["peak"] == (sum(shards) + n * sum(shards)) * b and grad_op["peak_slot"] == 2
+    replicated = l07.live_parameter_bytes(numels, n, None, b)
+    assert replicated["peak"] == replicated["between_steps"] == sum(numels) * b
+    # SHARD_GRAD_OP's peak exceeds replicated training: full parameters plus the shards
+    assert grad_op["peak"] > replicated["peak"] > full["peak"] > full["between_steps"]
+
+
+def test_explorer_grid_covers_the_chapter_and_its_questions() -> None:
+    grid = l07.explorer_results()
+    case = grid["cases"]["7500000000/8/6"]
+    assert case["traffic"]["True"] / case["ddp_traffic"] == pytest.approx(1.5)
+    shard = math.ceil(1_250_000_000 / 8)
+    assert case["live"]["True"]["peak"] == (6 * shard + 8 * shard) * 2
+    # question 1: 8 units keep the FULL_SHARD peak of a 7.5 B model on 8 ranks below 4 GB, 6 do not
+    assert grid["cases"]["7500000000/8/8"]["live"]["True"]["peak"] < 4e9 < case["live"]["True"]["peak"]
+    chapter = l07.chapter_results()
+    assert chapter["fsdp2_comparison"]["unit_sizes"] == [108, 104, 36]
+    assert chapter["zero_example"]["stages"][3] == pytest.approx(16 * 7.5e9 / 64)

@@ -8,13 +8,10 @@ matplotlib.use("Agg")
 
 import pytest
 
+from autograder.lessons.costs import ring_allreduce_bytes
 from figure_checks import labelled, renders
 from helpers import plots, widgets
-from helpers.costs import ring_allreduce_bytes
-
-
-
-
+from helpers.stored import load
 
 
 def test_format_bytes():
@@ -66,36 +63,48 @@ def test_ring_schedule():
         plots.plot_ring_schedule(sends[:3])
 
 
-def test_allreduce_bytes_lines_follow_formula():
-    sizes = [1000, 10**6]
-    fig = plots.plot_allreduce_bytes([1, 2, 4, 8], sizes, 2, measured={10: {2: 20.0, 4: 30.0}})
+def test_allreduce_bytes_lines_follow_the_stored_values():
+    curves = {"world_sizes": [2, 4, 8], "bytes_per_element": 2,
+              "bytes_per_rank": {"1000": [2000.0, 3000.0, 3500.0], "1000000": [2e6, 3e6, 3.5e6]}}
+    fig = plots.plot_allreduce_bytes(curves, measured={10: {2: 20.0, 4: 30.0}})
     ax_abs, ax_rel = fig.axes
     labelled(ax_abs)
     labelled(ax_rel)
     line = ax_abs.get_lines()[0]
-    assert list(line.get_xdata()) == [2, 4, 8]  # N = 1 sends nothing and is skipped on the log axis
-    assert list(line.get_ydata()) == [ring_allreduce_bytes(1000, 2, n) for n in (2, 4, 8)]
+    assert list(line.get_xdata()) == [2, 4, 8]
+    assert list(line.get_ydata()) == [2000.0, 3000.0, 3500.0]
+    assert list(ax_rel.get_lines()[0].get_ydata()) == [1.0, 1.5, 1.75]
     measured = [ln for ln in ax_rel.get_lines() if ln.get_marker() == "o"]
     assert len(measured) == 1
     assert list(measured[0].get_ydata()) == [1.0, 1.5]
     renders(fig)
     with pytest.raises(ValueError):
-        plots.plot_allreduce_bytes([1], sizes)
+        plots.plot_allreduce_bytes(dict(curves, world_sizes=[2]))
+
+
+def test_chapter_ring_figure_is_the_calculator():
+    figure = load("01_ring_allreduce")["figure"]
+    for m, values in figure["bytes_per_rank"].items():
+        assert values == [ring_allreduce_bytes(int(m), 4, n) for n in figure["world_sizes"]]
+    renders(plots.plot_allreduce_bytes(figure))
 
 
 def test_alpha_beta_time():
-    lat, bw = plots.alpha_beta_allreduce_time(10**6, 4, 4, 1e9, 1e-5)
+    lat, bw = plots.alpha_beta_allreduce_time(6e6, 4, 1e9, 1e-5)
     assert lat == pytest.approx(6e-5)
-    assert bw == pytest.approx(1.5 * 4e6 / 1e9)
-    assert plots.alpha_beta_allreduce_time(10, 4, 1, 1e9, 1e-5) == (0.0, 0.0)
+    assert bw == pytest.approx(6e6 / 1e9)
+    assert plots.alpha_beta_allreduce_time(0.0, 1, 1e9, 1e-5) == (0.0, 0.0)
     with pytest.raises(ValueError):
-        plots.alpha_beta_allreduce_time(10, 4, 2, 0, 1e-5)
-    fig = plots.plot_allreduce_time(10**6, 4, 8, 1e9, 1e-5, max_world_size=64)
+        plots.alpha_beta_allreduce_time(10, 2, 0, 1e-5)
+    fig = plots.plot_allreduce_time([2, 4, 8], [4e6, 6e6, 7e6], 8, 1e9, 1e-5, num_params=10**6, bytes_per_element=4)
     ax = fig.axes[0]
     labelled(ax)
     total = ax.get_lines()[0]
-    assert min(total.get_xdata()) == 2 and max(total.get_xdata()) == 64
+    assert list(total.get_xdata()) == [2, 4, 8]
+    assert total.get_ydata()[0] == pytest.approx((2e-5 + 4e-3) * 1e3)
     renders(fig)
+    with pytest.raises(ValueError):
+        plots.plot_allreduce_time([2, 4], [1.0, 2.0], 8, 1e9, 1e-5, num_params=1, bytes_per_element=4)
 
 
 def test_allreduce_explorer_headless(capsys):
@@ -110,7 +119,17 @@ def test_allreduce_explorer_headless(capsys):
     assert box.last_result["bytes_per_rank"] == ring_allreduce_bytes(10**6, 4, 2)
     box.controls["bytes_per_element"].value = 2
     assert box.last_result["message_bytes"] == 2 * 10**6
+    box.controls["num_params"].value = 5 * 10**9
+    assert box.last_result["bytes_per_rank"] == ring_allreduce_bytes(5 * 10**9, 2, 2)
     assert box.update()["world_size"] == 2
     capsys.readouterr()
-    with pytest.raises(ValueError):
-        widgets.allreduce_explorer(bytes_per_element=3)
+    for bad in (dict(bytes_per_element=3), dict(world_size=3), dict(num_params=123_457)):
+        with pytest.raises(ValueError):
+            widgets.allreduce_explorer(**bad)
+
+
+def test_format_count():
+    assert plots.format_count(1.3e9) == "1.3B"
+    assert plots.format_count(125_000_000) == "125M"
+    assert plots.format_count(500) == "500"
+    assert plots.format_count(10 ** 12) == "1T"

@@ -1,10 +1,12 @@
-"""Tests of helpers.prefetch (lesson 08) and helpers.slow_network's all-gather deferral."""
+"""Tests of lesson 08: the references and hidden checks (autograder.lessons.l08), the student-side
+PrefetchUnit, driver and check (helpers.prefetch), and helpers.slow_network's all-gather deferral."""
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.distributed as dist
 
+from autograder.lessons import l08
 from helpers import prefetch as F
 from helpers.cluster import RankError, run
 from helpers.slow_network import SlowNetwork
@@ -13,60 +15,97 @@ GATHER, COMPUTE = [1.0, 2.0, 1.0, 3.0], [2.0, 1.0, 2.0, 1.0]
 
 
 def test_schedule_without_prefetch_serialises_everything() -> None:
-    sched = F.prefetch_schedule(GATHER, COMPUTE, 0)
+    sched = l08.prefetch_schedule(GATHER, COMPUTE, 0)
     assert sched == [(0, 1, 1, 3), (3, 5, 5, 6), (6, 7, 7, 9), (9, 12, 12, 13)]
-    assert F.exposed_communication(sched, COMPUTE) == sum(GATHER)
+    assert l08.exposed_communication(sched, COMPUTE) == sum(GATHER)
 
 
 def test_deeper_prefetch_never_slower_and_never_smaller() -> None:
     gather, compute = [0.5, 0.5, 4.0, 0.5, 0.5, 0.5], [1.0] * 6
     units, acts = [300, 100, 700, 100, 300, 100], [40] * 6
-    exposed = [F.exposed_communication(F.prefetch_schedule(gather, compute, d), compute) for d in range(6)]
-    peaks = [F.peak_live_bytes(F.prefetch_schedule(gather, compute, d), units, acts, 1000) for d in range(6)]
+    scheds = [l08.prefetch_schedule(gather, compute, d) for d in range(6)]
+    exposed = [l08.exposed_communication(s, compute) for s in scheds]
+    peaks = [l08.peak_live_bytes(s, units, acts, 1000) for s in scheds]
     assert exposed == sorted(exposed, reverse=True) and exposed[0] > exposed[-1]
     assert peaks == sorted(peaks) and peaks[0] < peaks[-1]
-    for d in range(6):  # never more than d + 1 units gathered at once
-        sched = F.prefetch_schedule(gather, compute, d)
+    for d, sched in enumerate(scheds):  # never more than d + 1 units gathered at once
         for i, _, _, _ in sched:
             assert sum(1 for (iv, _, _, ev) in sched if iv <= i < ev) <= d + 1
 
 
 def test_max_depth_and_budget_edges() -> None:
-    peaks = [F.peak_live_bytes(F.prefetch_schedule(GATHER, COMPUTE, d), [100, 200, 100, 300], [10] * 4, 50)
+    peaks = [l08.peak_live_bytes(l08.prefetch_schedule(GATHER, COMPUTE, d), [100, 200, 100, 300], [10] * 4, 50)
              for d in range(4)]
-    assert F.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, peaks[0]) == 0
-    assert F.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, peaks[0] - 1) is None
-    assert F.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 1e9) == 3
+    assert l08.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, peaks[0]) == 0
+    assert l08.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, peaks[0] - 1) is None
+    assert l08.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 1e9) == 3
 
 
 def test_blocked_time_ignores_enqueue_time() -> None:
     trace = F.synthetic_trace([0.3, 0.3], [0.0, 0.2], [1.0, 1.0])
-    assert F.blocked_waiting_s(trace) == pytest.approx(0.2)
+    assert l08.blocked_waiting_s(trace) == pytest.approx(0.2)
 
 
 def test_checks_accept_references_and_name_mistakes() -> None:
-    F.assert_schedule(F.prefetch_schedule, [(GATHER, COMPUTE, d) for d in range(4)])
+    l08.assert_schedule(l08.prefetch_schedule, [(GATHER, COMPUTE, d) for d in range(4)])
     with pytest.raises(AssertionError, match="as soon as the channel was free"):
-        F.assert_schedule(lambda g, c, d: F.prefetch_schedule(g, c, len(g)), [(GATHER, COMPUTE, 0)])
-    F.assert_peak(F.peak_live_bytes, [(GATHER, COMPUTE, 1, [100, 200, 100, 300], [10] * 4, 50)])
+        l08.assert_schedule(lambda g, c, d: l08.prefetch_schedule(g, c, len(g)), [(GATHER, COMPUTE, 0)])
+    l08.assert_peak(l08.peak_live_bytes, [(GATHER, COMPUTE, 1, [100, 200, 100, 300], [10] * 4, 50)])
 
     def from_landing(sched, units, acts, shards):
-        return F.peak_live_bytes([(f, f, s, e) for (_, f, s, e) in sched], units, acts, shards)
+        return l08.peak_live_bytes([(f, f, s, e) for (_, f, s, e) in sched], units, acts, shards)
 
     with pytest.raises(AssertionError, match="landing buffer"):
-        F.assert_peak(from_landing, [([1.0, 1.0, 1.0], [0.5] * 3, 2, [500, 10, 10], [0, 0, 0], 0)])
+        l08.assert_peak(from_landing, [([1.0, 1.0, 1.0], [0.5] * 3, 2, [500, 10, 10], [0, 0, 0], 0)])
+    l08.assert_exposed(l08.exposed_communication, [(GATHER, COMPUTE, 1)])
+    l08.assert_max_depth(l08.max_prefetch_depth, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 400)])
+    with pytest.raises(AssertionError, match="expected 0"):
+        l08.assert_max_depth(lambda *a: True, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 400)])
     trace = F.synthetic_trace([0.3, 0.3], [0.0, 0.2], [1.0, 1.0])
+    l08.assert_blocked(l08.blocked_waiting_s, [trace])
     with pytest.raises(AssertionError, match="enqueueing"):
-        F.assert_blocked(lambda t: 0.6, [trace])
+        l08.assert_blocked(lambda t: 0.6, [trace])
+
+
+def test_checks_take_only_plain_values() -> None:
+    class Number(float):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    with pytest.raises(AssertionError, match="int or a float"):
+        l08.assert_exposed(lambda s, c: Number(0.0), [(GATHER, COMPUTE, 1)])
+    with pytest.raises(AssertionError, match="plain data"):
+        l08.assert_schedule(lambda g, c, d: [(Number(0), 0, 0, 0)], [(GATHER, COMPUTE, 0)])
 
 
 @pytest.mark.parametrize("depth", [0, 1, 3])
 def test_reference_forward_prefetches_within_depth(depth: int) -> None:
     x = torch.randn(4, 6)
     for slow in (True, False):
-        out = run(lambda: F.forward_on_rank(F.reference_forward, (6, 10, 8, 8, 3), x, depth, slow), world_size=2,
+        out = run(F.forward_on_rank, l08.reference_forward, (6, 10, 8, 8, 3), x, depth, slow, world_size=2,
                   timeout=30)
         F.assert_prefetching_forward(out, depth, num_units=4)
+        l08.assert_prefetching_forward(out, depth, num_units=4)
+
+
+def test_prefetch_unit_pads_rows_on_three_ranks() -> None:
+    out = run(F.forward_on_rank, l08.reference_forward, (5, 7, 7, 7, 7, 2), torch.randn(6, 5), 2, world_size=3,
+              timeout=30)
+    l08.assert_prefetching_forward(out, 2, num_units=5)
+
+
+def _no_prefetch(units, x, depth):
+    for unit in units:
+        unit.issue_gather().wait()
+        x = unit.module(x)
+        unit.free()
+    return x
+
+
+def test_forward_check_names_a_missing_prefetch() -> None:
+    out = run(F.forward_on_rank, _no_prefetch, (6, 10, 8, 3), torch.randn(2, 6), 1, world_size=2, timeout=30)
+    with pytest.raises(AssertionError, match="next 1 prefetched"):
+        F.assert_prefetching_forward(out, 1, num_units=3)
 
 
 def _compute_before_wait(units, x, depth):
@@ -79,8 +118,7 @@ def _compute_before_wait(units, x, depth):
 
 def test_computing_before_the_wait_is_a_readable_error() -> None:
     with pytest.raises(RankError, match="before its all-gather's wait"):
-        run(lambda: F.forward_on_rank(_compute_before_wait, (6, 10, 3), torch.randn(2, 6), 0), world_size=2,
-            timeout=30)
+        run(F.forward_on_rank, _compute_before_wait, (6, 10, 3), torch.randn(2, 6), 0, world_size=2, timeout=30)
 
 
 def _deferred_all_gather() -> dict:

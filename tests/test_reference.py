@@ -1,4 +1,4 @@
-"""Unit tests for helpers.reference and helpers.checks (single process unless marked)."""
+"""Unit tests for helpers.reference, helpers.checks and lesson 01's instructor side (single process unless marked)."""
 from __future__ import annotations
 
 import math
@@ -7,9 +7,12 @@ import pytest
 import torch
 from torch import nn
 
+from autograder.lessons import l01
+from autograder.lessons.costs import ring_allreduce_bytes
 from helpers import checks, reference
-from helpers.costs import ring_allreduce_bytes
+from helpers.data import tensors_from_json
 from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch, shard_batch
+from helpers.stored import load
 
 
 # --------------------------------------------------------------------------- reference
@@ -45,8 +48,8 @@ def test_uneven_mlp_has_frozen_first_weight() -> None:
 def test_full_batch_gradient_equals_mean_of_equal_shard_gradients() -> None:
     model = TinyMLP()
     x, y = make_regression_batch(12, seed=3)
-    full = reference.full_batch_gradients(model, x, y)
-    shards = reference.shard_gradients(model, x, y, world_size=3)
+    full = l01.full_batch_gradients(model, x, y)
+    shards = [l01.full_batch_gradients(model, *shard_batch(x, y, rank, 3)) for rank in range(3)]
     mean = reference.mean_of(shards)
     assert set(full) == {n for n, _ in model.named_parameters()}
     for name in full:
@@ -59,7 +62,7 @@ def test_full_batch_gradient_equals_mean_of_equal_shard_gradients() -> None:
 def test_full_batch_gradients_does_not_touch_model() -> None:
     model = TinyMLP()
     before = reference.state_of(model)
-    reference.full_batch_gradients(model, *make_regression_batch(4))
+    l01.full_batch_gradients(model, *make_regression_batch(4))
     assert all(p.grad is None for p in model.parameters())
     assert checks.first_difference(reference.state_of(model), before) is None
 
@@ -67,10 +70,10 @@ def test_full_batch_gradients_does_not_touch_model() -> None:
 def test_sgd_reference_matches_manual_float64_steps() -> None:
     model = TinyMLP()
     batches = reference.make_batches(2, 8, 8, 4, seed=9)
-    out = reference.sgd_reference(model, batches, lr=0.1)
+    out = l01.sgd_reference(model, batches, lr=0.1)
     manual = reference.to_float64(model)
     for x, y in batches:
-        grads = reference.full_batch_gradients(manual, x, y)
+        grads = l01.full_batch_gradients(manual, x, y)
         with torch.no_grad():
             for name, p in manual.named_parameters():
                 p -= 0.1 * grads[name]
@@ -80,7 +83,7 @@ def test_sgd_reference_matches_manual_float64_steps() -> None:
 
 def test_sgd_reference_skips_frozen_parameters() -> None:
     model = reference.uneven_mlp()
-    out = reference.sgd_reference(model, reference.make_batches(2, 4, 5, 3), lr=0.5)
+    out = l01.sgd_reference(model, reference.make_batches(2, 4, 5, 3), lr=0.5)
     assert torch.equal(out["0.weight"], model[0].weight.detach().double())
     assert not torch.equal(out["0.bias"], model[0].bias.detach().double())
 
@@ -195,9 +198,43 @@ def test_parameter_identity() -> None:
      (lambda n, b, w: 2.0 * n * b, "< 2 x bytes")],
 )
 def test_ring_bytes_mistakes_are_named(wrong, phrase: str) -> None:
-    checks.assert_ring_allreduce_bytes(ring_allreduce_bytes, [(10, 4, 3)], ring_allreduce_bytes)
+    expected = {(10, 4, 3): 2 * 2 / 3 * 40}
+    checks.assert_ring_allreduce_bytes(ring_allreduce_bytes, expected)
     with pytest.raises(AssertionError, match=phrase):
-        checks.assert_ring_allreduce_bytes(wrong, [(10, 4, 3)], ring_allreduce_bytes)
+        checks.assert_ring_allreduce_bytes(wrong, expected)
+
+
+class _Sneaky(float):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+def test_hidden_ring_check_takes_numbers_only() -> None:
+    l01.check_ring_allreduce_bytes(ring_allreduce_bytes)
+    with pytest.raises(AssertionError, match="must be an int or a float"):
+        l01.check_ring_allreduce_bytes(lambda n, b, w: _Sneaky(ring_allreduce_bytes(n, b, w)))
+    with pytest.raises(AssertionError, match="reduce-scatter only"):
+        l01.check_ring_allreduce_bytes(lambda n, b, w: (w - 1) / w * n * b)
+
+
+def test_stored_results_are_the_references() -> None:
+    expected = l01.sgd_reference(reference.PerRankInit(TinyMLP, seed=100).for_rank(0),
+                                 reference.make_batches(3, 8, 8, 4, seed=200), lr=0.1)
+    checks.assert_states_close(tensors_from_json(load("01_train_replicated_visible")), expected, 1e-8, 1e-8,
+                               what="stored visible expectation")
+    ring = load("01_ring_allreduce")
+    assert ring["tables"]["244"]["3"] == pytest.approx(ring_allreduce_bytes(244, 4, 3))
+    grid = load("01_allreduce_explorer")
+    i = grid["world_sizes"].index(64)
+    assert grid["bytes_per_rank"]["2"]["1300000000"][i] == ring_allreduce_bytes(1_300_000_000, 2, 64)
+
+
+def test_row_probe_records_forward_rows() -> None:
+    model = reference.PerRankInit(l01.RowProbe(TinyMLP), seed=1)()
+    model(torch.zeros(3, 8))
+    model(torch.zeros(5, 8))
+    assert model.rows_seen == [3, 5]
+    assert "rows_seen" not in model.state_dict()
 
 
 # --------------------------------------------------------------------------- on a real gloo group
@@ -238,12 +275,12 @@ def test_ddp_reference_matches_float64_and_hand_written_loop() -> None:
 
     model_fn = reference.PerRankInit(TinyMLP, seed=7)
     batches = reference.make_batches(3, 12, 8, 4, seed=2)
-    out = run(reference.train_on_rank, _train, model_fn, batches, 0.1, with_ddp=True,
-              world_size=3, timeout=60)
+    out = run(l01.train_with_ddp_on_rank, _train, model_fn, batches, 0.1, world_size=3, timeout=60)
     init = reference.state_of(model_fn.for_rank(0))
-    expected = reference.sgd_reference(model_fn.for_rank(0), batches, 0.1)
-    checks.assert_training_matches([d for _, d in out], init, expected, 3, "float64")
-    checks.assert_training_matches([o for o, _ in out], init, expected, 3, "float64")
+    expected = l01.sgd_reference(model_fn.for_rank(0), batches, 0.1)
+    checks.assert_training_matches([o["ddp"] for o in out], init, expected, 3, "float64")
+    checks.assert_training_matches([o["state"] for o in out], init, expected, 3, "float64")
+    assert run(reference.train_on_rank, _train, model_fn, batches, 0.1, world_size=3, timeout=60)[2].keys() == init.keys()
 
 
 def test_rank_side_drivers_on_a_group() -> None:

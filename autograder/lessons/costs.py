@@ -53,19 +53,16 @@ def ring_all_to_all_bytes(num_elements: int, bytes_per_element: int, world_size:
     return (world_size - 1) / world_size * _message_bytes(num_elements, bytes_per_element)
 
 
-def adam_memory_bytes(num_params: int, world_size: int, stage: int, k: int = 12) -> float:
-    """Persistent model-state bytes per rank for mixed-precision Adam under ZeRO.
+def zero_memory_parts(num_params: int, world_size: int, stage: int, k: int = 12) -> tuple[float, float, float]:
+    """Persistent model-state bytes per rank for mixed-precision Adam under ZeRO, by part.
 
-    Follows Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
-    Parameter Models" (SC 2020), Section 3 and Figure 1: 2 bytes of fp16 parameters,
-    2 bytes of fp16 gradients and ``k`` bytes of optimizer state (fp32 master weights,
-    momentum and variance: k = 12) per parameter ``num_params`` (Psi), on ``world_size``
-    (N_d) data-parallel ranks.
-
-    stage 0 (replicated): (2 + 2 + k) * Psi
-    stage 1 (P_os):       2 * Psi + 2 * Psi + k * Psi / N
-    stage 2 (P_os+g):     2 * Psi + (2 + k) * Psi / N
-    stage 3 (P_os+g+p):   (2 + 2 + k) * Psi / N
+    Returns ``(parameters, gradients, optimizer_state)``, following Rajbhandari et al.,
+    "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models" (SC 2020),
+    Section 3 and Figure 1: 2 bytes of fp16 parameters, 2 bytes of fp16 gradients and ``k``
+    bytes of optimizer state (fp32 master weights, momentum and variance: k = 12) per
+    parameter ``num_params`` (Psi), on ``world_size`` (N_d) data-parallel ranks. Stage 1
+    shards the optimizer state over the ranks, stage 2 the gradients too, stage 3 the
+    parameters too; stage 0 is replicated.
     """
     _check_world(world_size)
     if stage not in (0, 1, 2, 3):
@@ -79,4 +76,18 @@ def adam_memory_bytes(num_params: int, world_size: int, stage: int, k: int = 12)
         grads /= world_size
     if stage >= 3:
         params /= world_size
+    return params, grads, states
+
+
+def adam_memory_bytes(num_params: int, world_size: int, stage: int, k: int = 12) -> float:
+    """Persistent model-state bytes per rank for mixed-precision Adam under ZeRO (all parts).
+
+    stage 0 (replicated): (2 + 2 + k) * Psi
+    stage 1 (P_os):       2 * Psi + 2 * Psi + k * Psi / N
+    stage 2 (P_os+g):     2 * Psi + (2 + k) * Psi / N
+    stage 3 (P_os+g+p):   (2 + 2 + k) * Psi / N
+
+    See :func:`zero_memory_parts` for the units and the source.
+    """
+    params, grads, states = zero_memory_parts(num_params, world_size, stage, k)
     return params + grads + states

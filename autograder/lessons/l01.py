@@ -1,0 +1,302 @@
+"""Lesson 01, replicated training: the instructor side.
+
+* **references**: float64 single-process :func:`full_batch_gradients` and :func:`sgd_reference`
+  (what equal-shard replicated training must compute) and real
+  ``DistributedDataParallel`` training on every rank (:func:`ddp_train`);
+* hidden-test **drivers** (``*_on_rank``), run on every rank of a gloo group;
+* hidden **checks** (``check_*``), one per graded cell: each runs the student's function on
+  cases the visible tests do not show, passes what comes back through
+  :func:`autograder.plain.plain` and compares it with a reference, failing with the same
+  teaching messages as the visible checks (:mod:`helpers.checks`);
+* :data:`STORED`: the results chapter 01, its explorer and the visible tests read from
+  ``helpers/stored`` (byte counts in bytes sent per rank by a ring all-reduce).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import cloudpickle
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from autograder.plain import number, plain
+from helpers import checks
+from helpers.cluster import run
+from helpers.data import tensors_to_json
+from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch
+from helpers.reference import (Batch, Perturb, PerRankInit, SameInit, State, aligned_on_rank, average_on_rank,
+                               broadcast_on_rank, desync_buffers, grads_of, make_batches, mean_of, mse, rank_shard,
+                               set_rank_gradients, state_of, to_float64, uneven_mlp)
+
+from .costs import ring_allreduce_bytes
+
+TIMEOUT_S = 20.0  # per distributed call of a hidden test
+# Ship this module's rank-side drivers by value: a rank then never imports the autograder
+# package (its nbgrader imports cost seconds per rank process). The drivers use only torch
+# and helpers.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+# --------------------------------------------------------------------------- references
+
+
+def full_batch_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> State:
+    """float64 gradient of the full-batch mean loss, for every parameter that requires grad.
+
+    ``model`` is not modified. This is what averaged per-rank mean-loss gradients must equal
+    when every rank holds the same number of rows.
+    """
+    ref = to_float64(model)
+    ref.zero_grad(set_to_none=True)
+    mse(ref(x.double()), y.double()).backward()
+    return {n: p.grad.detach().clone() for n, p in ref.named_parameters() if p.grad is not None}
+
+
+def sgd_reference(model: nn.Module, batches: Sequence[Batch], lr: float) -> State:
+    """float64 parameters and buffers after one plain SGD step per full batch.
+
+    Single process, full batch, double precision: the state that replicated training with
+    equal shards and correctly averaged gradients approximates. ``model`` is not modified.
+    """
+    ref = to_float64(model)
+    opt = torch.optim.SGD([p for p in ref.parameters() if p.requires_grad], lr=lr)
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        mse(ref(x.double()), y.double()).backward()
+        opt.step()
+    return state_of(ref)
+
+
+def ddp_train(model_fn: Callable[[], nn.Module], batches: Sequence[Batch], lr: float) -> State:
+    """Train with real ``DistributedDataParallel`` on this rank; return its final state.
+
+    Call inside ``run`` on every rank. Each rank builds ``model_fn()`` (DDP broadcasts rank
+    0's parameters and buffers at construction), trains on its :func:`rank_shard` of every
+    global batch with the local mean loss and ``torch.optim.SGD``, one step per batch.
+    """
+    model = model_fn()
+    ddp = DistributedDataParallel(model)
+    opt = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=lr)
+    for x, y in batches:
+        xs, ys = rank_shard(x, y)
+        opt.zero_grad(set_to_none=True)
+        mse(ddp(xs), ys).backward()
+        opt.step()
+    return state_of(model)
+
+
+# --------------------------------------------------------------------------- hidden drivers (on every rank)
+
+
+@dataclass
+class RowProbe:
+    """A picklable factory: ``factory(**kwargs)`` whose forward passes record their row counts.
+
+    The built model gets a Python list ``rows_seen`` (not a buffer: a broadcast leaves it
+    alone) and a forward pre-hook appending the number of rows of every input.
+    """
+
+    factory: Callable[..., nn.Module]
+
+    def __call__(self, **kwargs: Any) -> nn.Module:
+        model = self.factory(**kwargs)
+        model.rows_seen = []
+        model.register_forward_pre_hook(lambda module, inputs: module.rows_seen.append(int(inputs[0].shape[0])))
+        return model
+
+
+def average_synthetic_on_rank(
+    average_fn: Callable[..., None], model_fn: Callable[[], nn.Module], seed: int
+) -> tuple[dict, dict]:
+    """Set rank-dependent gradients (``set_rank_gradients``), average; return (before, after)."""
+    model = model_fn()
+    before = set_rank_gradients(model, seed)
+    average_fn(model)
+    return before, grads_of(model)
+
+
+def broadcast_in_subgroup_on_rank(
+    broadcast_fn: Callable[..., None], model_fn: Callable[[], nn.Module], ranks: Sequence[int], src: int,
+    in_features: int,
+) -> tuple[State, State]:
+    """Create ``new_group(ranks)`` on every rank; members call ``broadcast_fn(model, src, group)``.
+
+    ``src`` is a *global* rank. Returns (state before, state after) on this rank.
+    """
+    group = dist.new_group(list(ranks))
+    model = model_fn()
+    desync_buffers(model, in_features)
+    before = state_of(model)
+    if dist.get_rank() in ranks:
+        broadcast_fn(model, src=src, group=group)
+    return before, state_of(model)
+
+
+def train_with_ddp_on_rank(
+    train_fn: Callable[..., nn.Module], model_fn: Callable[[], nn.Module], batches: Sequence[Batch], lr: float
+) -> dict[str, Any]:
+    """``train_fn(model_fn, batches, lr)``, then real DDP on the same group and batches.
+
+    Returns this rank's trained ``state``, the DDP-trained ``ddp`` state and the ``rows``
+    each forward of the returned model saw (``model_fn`` must build models with a
+    :class:`RowProbe`).
+    """
+    model = train_fn(model_fn, batches, lr)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"train_replicated must return the trained nn.Module, got {type(model).__name__}")
+    return {"state": state_of(model), "rows": list(getattr(model, "rows_seen", [])),
+            "ddp": ddp_train(model_fn, batches, lr)}
+
+
+# --------------------------------------------------------------------------- hidden checks
+
+
+def _run(fn: Callable[..., Any], *args: Any, world_size: int) -> Any:
+    """``run(fn, *args)`` on ``world_size`` ranks, the per-rank results as plain data."""
+    return plain(run(fn, *args, world_size=world_size, timeout=TIMEOUT_S), "the per-rank results")
+
+
+def check_average_synthetic(average_fn: Callable[..., None], world_size: int, seed: int) -> None:
+    """Unequal shapes, a frozen first layer (grad None), rank-dependent synthetic gradients."""
+    model_fn = SameInit(uneven_mlp, seed=3)
+    out = _run(average_synthetic_on_rank, average_fn, model_fn, seed, world_size=world_size)
+    before = [b for b, _ in out]
+    checks.assert_gradients_averaged([a for _, a in out], mean_of(before), world_size, local_per_rank=before)
+
+
+def check_average_full_batch(average_fn: Callable[..., None], world_size: int, seed: int) -> None:
+    """Real shard gradients of a 6-10-2 TinyMLP against the float64 full-batch gradient."""
+    model_fn = SameInit(TinyMLP, seed=seed, kwargs={"in_features": 6, "hidden": 10, "out_features": 2})
+    x, y = make_regression_batch(4 * world_size, in_features=6, out_features=2, seed=seed + 10)
+    out = _run(average_on_rank, average_fn, model_fn, x, y, world_size=world_size)
+    checks.assert_gradients_averaged([a for _, a in out], full_batch_gradients(model_fn(), x, y), world_size,
+                                     local_per_rank=[b for b, _ in out])
+
+
+def check_broadcast(broadcast_fn: Callable[..., None], world_size: int, src: int, seed: int) -> None:
+    """BatchNormMLP replicas whose running stats and ``num_batches_tracked`` differ per rank."""
+    model_fn = PerRankInit(BatchNormMLP, seed=seed)
+    checks.assert_broadcast_from(_run(broadcast_on_rank, broadcast_fn, model_fn, src, 6, world_size=world_size), src)
+
+
+def check_broadcast_in_subgroup(broadcast_fn: Callable[..., None], ranks: Sequence[int], src: int) -> None:
+    """A subgroup ``ranks`` of 4 ranks with global ``src``: members get src's state, the rest keep theirs."""
+    model_fn = PerRankInit(BatchNormMLP, seed=70)
+    out = _run(broadcast_in_subgroup_on_rank, broadcast_fn, model_fn, list(ranks), src, 6, world_size=4)
+    for rank in range(4):
+        expected, what = ((out[src][0], f"group {list(ranks)}, src={src}: rank {rank} after vs rank {src} before")
+                          if rank in ranks else (out[rank][0], f"rank {rank} is not in the group and must be unchanged"))
+        checks.assert_states_close(out[rank][1], expected, 0.0, 0.0, what=what)
+
+
+ALIGNED_CASES: list[tuple[int, str, list[Perturb], bool]] = [
+    (3, "BatchNorm replicas, identical", [], True),
+    (3, "rank 2 swaps two elements of fc2.weight", [Perturb(2, "fc2.weight", "swap")], False),
+    (3, "rank 2: one ulp in bn.running_var", [Perturb(2, "bn.running_var", "ulp", index=3)], False),
+    (4, "rank 3: num_batches_tracked + 1", [Perturb(3, "bn.num_batches_tracked", "add_one")], False),
+    (4, "rank 1: one ulp in bn.running_mean", [Perturb(1, "bn.running_mean", "ulp", index=7)], False),
+    (4, "BatchNorm replicas, identical", [], True),
+]
+
+
+def check_replicas_aligned(aligned_fn: Callable[..., bool]) -> None:
+    """Every case of :data:`ALIGNED_CASES` (BatchNorm buffers warmed identically, then perturbed)."""
+    model_fn = SameInit(BatchNormMLP, seed=90)
+    for world_size, case, perturbations, expected in ALIGNED_CASES:
+        out = _run(aligned_on_rank, aligned_fn, model_fn, perturbations, 6, world_size=world_size)
+        checks.assert_all_ranks_return([r for r, _ in out], expected, f"{world_size} ranks, {case}")
+        assert all(untouched for _, untouched in out), f"[{case}] replicas_aligned modified the model"
+
+
+TRAIN_CASES: list[tuple[int, Callable[..., nn.Module], dict[str, int], float]] = [
+    # world size, factory, its kwargs, lr; seeds 100 * world_size
+    (3, TinyMLP, {"in_features": 5, "hidden": 9, "out_features": 3}, 0.2),
+    (4, uneven_mlp, {"in_features": 5, "out_features": 3}, 0.3),
+]
+
+
+def check_train_replicated(train_fn: Callable[..., nn.Module]) -> None:
+    """Every case of :data:`TRAIN_CASES`: 4 steps against float64 full-batch SGD and real DDP.
+
+    Also checks that every forward of the returned model ran on this rank's shard only.
+    """
+    for world_size, factory, kwargs, lr in TRAIN_CASES:
+        model_fn = PerRankInit(RowProbe(factory), seed=100 * world_size, kwargs=kwargs)
+        batches = make_batches(num_steps=4, batch_size=4 * world_size, in_features=kwargs["in_features"],
+                               out_features=kwargs["out_features"], seed=500 + world_size)
+        out = _run(train_with_ddp_on_rank, train_fn, model_fn, batches, lr, world_size=world_size)
+        init = state_of(model_fn.for_rank(0))
+        checks.assert_training_matches([o["state"] for o in out], init, sgd_reference(model_fn.for_rank(0), batches, lr),
+                                       world_size, reference=f"single-process full-batch SGD (float64), {world_size} ranks")
+        for rank, o in enumerate(out):
+            checks.assert_training_matches([o["state"]], init, o["ddp"], world_size, atol=1e-6, rtol=1e-5,
+                                           reference=f"DistributedDataParallel on rank {rank}, {world_size} ranks")
+            assert max(o["rows"], default=0) == 4, (
+                f"rank {rank} of {world_size} ran forward on {max(o['rows'], default=0)} rows at once; its shard of "
+                f"each {4 * world_size}-row batch has 4. Train on shard_batch(x, y, rank, world_size), not the "
+                f"global batch.")
+
+
+RING_CASES = [(123_457, 4, 3), (7, 8, 5), (0, 4, 8), (1, 1, 7), (25_000_000, 2, 64), (4096, 4, 1), (10, 4, 2)]
+
+
+def check_ring_allreduce_bytes(fn: Callable[[int, int, int], float]) -> None:
+    """``fn`` against the calculator on every case of :data:`RING_CASES`."""
+    def as_number(n: int, b: int, w: int) -> float:
+        return number(fn(n, b, w), f"ring_allreduce_bytes({n}, {b}, {w})")
+
+    checks.assert_ring_allreduce_bytes(as_number, {case: ring_allreduce_bytes(*case) for case in RING_CASES})
+
+
+# --------------------------------------------------------------------------- stored results
+
+RING_MESSAGE = 1200  # elements all-reduced by the chapter's hand-written ring
+FIGURE_MODELS = (125_000_000, 1_300_000_000, 7_000_000_000)  # parameters
+EXPLORER_WORLD_SIZES = [2 ** k for k in range(1, 11)]
+EXPLORER_PARAMS = sorted({m * 10 ** e for e in range(5, 12) for m in (1, 2, 5)} | {10 ** 12, *FIGURE_MODELS})
+EXPLORER_BYTES_PER_ELEMENT = (1, 2, 4, 8)
+
+
+def ring_allreduce_results() -> dict[str, Any]:
+    """Chapter 01's ring all-reduce bytes per rank: its measured tables and its figure (4-byte elements)."""
+    with torch.device("meta"):  # only the sizes: no memory, no draw from the global RNG
+        tiny_mlp = sum(p.numel() for p in TinyMLP().parameters())
+    world_sizes = sorted({3, *EXPLORER_WORLD_SIZES})  # N = 3 too: the chapter measures 2, 3 and 4 ranks
+    return {
+        "bytes_per_element": 4,
+        "tables": {str(n): {str(w): ring_allreduce_bytes(n, 4, w) for w in (1, 2, 3, 4)} for n in (RING_MESSAGE, tiny_mlp)},
+        "figure": {"world_sizes": world_sizes, "bytes_per_element": 4,
+                   "bytes_per_rank": {str(m): [ring_allreduce_bytes(m, 4, w) for w in world_sizes] for m in FIGURE_MODELS}},
+    }
+
+
+def allreduce_explorer_grid() -> dict[str, Any]:
+    """Bytes per rank of a ring all-reduce at every slider position of ``helpers.widgets.allreduce_explorer``.
+
+    ``bytes_per_rank[bytes_per_element][num_params][i]`` is for ``world_sizes[i]``.
+    """
+    return {
+        "world_sizes": EXPLORER_WORLD_SIZES, "num_params": EXPLORER_PARAMS,
+        "bytes_per_element": list(EXPLORER_BYTES_PER_ELEMENT),
+        "bytes_per_rank": {str(b): {str(m): [ring_allreduce_bytes(m, b, w) for w in EXPLORER_WORLD_SIZES]
+                                    for m in EXPLORER_PARAMS} for b in EXPLORER_BYTES_PER_ELEMENT},
+    }
+
+
+def train_replicated_visible() -> dict[str, Any]:
+    """The visible test of ``train_replicated``: float64 full-batch SGD from rank 0's TinyMLP, 3 steps."""
+    model = PerRankInit(TinyMLP, seed=100).for_rank(0)
+    batches = make_batches(num_steps=3, batch_size=8, in_features=8, out_features=4, seed=200)
+    return tensors_to_json(sgd_reference(model, batches, lr=0.1))
+
+
+STORED = {
+    "01_ring_allreduce": ring_allreduce_results,
+    "01_allreduce_explorer": allreduce_explorer_grid,
+    "01_train_replicated_visible": train_replicated_visible,
+}
+

@@ -1,0 +1,410 @@
+"""Lesson 03, gradient buckets: the instructor side.
+
+References of the graded functions (DDP's bucket assignment, the alpha-beta schedule and its
+tail, a bucketed asynchronous all-reduce), the training driver that needs them, the hidden
+checks, and the results stored for the chapter (``STORED``).
+
+Vocabulary as in :mod:`helpers.buckets`: ``param_bytes[i]`` is parameter ``i``'s gradient
+size in bytes (registration order), a bucket is a list of parameter indices, buckets are
+listed in launch order; times are seconds, alpha seconds per message, beta seconds per byte.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from autograder.lessons.costs import ring_allreduce_bytes
+from autograder.lessons.l01 import sgd_reference
+from autograder.plain import plain
+from helpers import buckets
+from helpers.buckets import MB, Buckets, grad_bytes
+from helpers.checks import first_difference
+from helpers.models import OutOfOrderMLP, TinyMLP, make_regression_batch
+from helpers.reference import mse, rank_shard, state_of
+
+Schedule = list[tuple[float, float, float]]
+
+
+# --------------------------------------------------------------------------- references
+
+
+def _walk(num_params: int, ready_order: Sequence[int] | None) -> list[int]:
+    return list(reversed(range(num_params))) if ready_order is None else list(ready_order)
+
+
+def assign_buckets(
+    param_bytes: Sequence[int],
+    bucket_cap_bytes: int,
+    first_bucket_cap_bytes: int | None = None,
+    ready_order: Sequence[int] | None = None,
+) -> Buckets:
+    """DDP's bucket assignment (``dist._compute_bucket_assignment_by_size``, one dtype).
+
+    Walk the parameters in ``ready_order`` (default: reverse registration order), append
+    each to the open bucket and close the bucket as soon as its bytes reach its cap
+    (``>=``). The first bucket's cap is ``first_bucket_cap_bytes`` (default: the common
+    cap), every later bucket's is ``bucket_cap_bytes``. A non-empty open bucket at the end
+    is the last bucket.
+    """
+    cap = bucket_cap_bytes if first_bucket_cap_bytes is None else first_bucket_cap_bytes
+    result: Buckets = []
+    current: list[int] = []
+    size = 0
+    for i in _walk(len(param_bytes), ready_order):
+        current.append(i)
+        size += param_bytes[i]
+        if size >= cap:
+            result.append(current)
+            current, size, cap = [], 0, bucket_cap_bytes
+    if current:
+        result.append(current)
+    return result
+
+
+def torch_bucket_assignment(
+    param_bytes: Sequence[int],
+    bucket_cap_bytes: int,
+    first_bucket_cap_bytes: int | None = None,
+    ready_order: Sequence[int] | None = None,
+) -> Buckets:
+    """The same assignment computed by PyTorch's own C++ function (the ground truth).
+
+    Builds float32 tensors of the given byte sizes in ready order and calls
+    ``dist._compute_bucket_assignment_by_size`` with DDP's size limits
+    ``[first cap, cap]`` and the ready order as tensor indices, as DDP's bucket rebuild does.
+    """
+    order = _walk(len(param_bytes), ready_order)
+    if any(b % 4 for b in param_bytes):
+        raise ValueError("param_bytes must be multiples of 4 (float32 gradients)")
+    tensors = [torch.empty(param_bytes[i] // 4) for i in order]
+    first = bucket_cap_bytes if first_bucket_cap_bytes is None else first_bucket_cap_bytes
+    limits = [first, bucket_cap_bytes] if first != bucket_cap_bytes else [bucket_cap_bytes]
+    result, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [False] * len(order), order)
+    return [list(b) for b in result]
+
+
+def allreduce_seconds(message_bytes: float, world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
+    """Alpha-beta time of one ring all-reduce: ``2(N-1) alpha + 2(N-1)/N * bytes * beta``."""
+    if world_size == 1:
+        return 0.0
+    return 2 * (world_size - 1) * alpha_s + ring_allreduce_bytes(int(message_bytes), 1, world_size) * beta_s_per_byte
+
+
+def communication_schedule(
+    grad_ready_s: Sequence[float],
+    param_bytes: Sequence[int],
+    bucket_list: Buckets,
+    world_size: int,
+    alpha_s: float,
+    beta_s_per_byte: float,
+) -> Schedule:
+    """``(ready, start, finish)`` in seconds of each bucket's all-reduce, in bucket order.
+
+    A bucket is ready when its *last* gradient is (``max``); all-reduces run one at a
+    time in bucket order, so a bucket starts at ``max(ready, previous finish)``; it lasts
+    :func:`allreduce_seconds` of its bytes.
+    """
+    out: Schedule = []
+    previous_finish = float("-inf")
+    for bucket in bucket_list:
+        ready = max(grad_ready_s[i] for i in bucket)
+        start = max(ready, previous_finish)
+        finish = start + allreduce_seconds(sum(param_bytes[i] for i in bucket), world_size, alpha_s, beta_s_per_byte)
+        out.append((ready, start, finish))
+        previous_finish = finish
+    return out
+
+
+def communication_tail(
+    grad_ready_s: Sequence[float],
+    param_bytes: Sequence[int],
+    bucket_list: Buckets,
+    world_size: int,
+    alpha_s: float,
+    beta_s_per_byte: float,
+) -> float:
+    """Seconds from the last gradient being ready to the last all-reduce finishing."""
+    schedule = communication_schedule(grad_ready_s, param_bytes, bucket_list, world_size, alpha_s, beta_s_per_byte)
+    return schedule[-1][2] - max(grad_ready_s)
+
+
+class ReferenceGradBuckets:
+    """Bucketed asynchronous all-reduce driven by gradient hooks (the exercise's contract).
+
+    ``grad_ready(i)`` marks parameter ``i`` ready and launches, in bucket order, every
+    complete bucket whose predecessors are launched: its gradients are copied into a new
+    flat buffer and ``dist.all_reduce(buffer, async_op=True)`` is called. ``wait()`` waits
+    on each handle in launch order, copies ``buffer / N`` back into the ``.grad`` tensors and
+    resets for the next iteration.
+    """
+
+    def __init__(self, model: nn.Module, bucket_list: Buckets, group: Any = None) -> None:
+        self.params = list(model.parameters())
+        self.buckets = [list(b) for b in bucket_list]
+        self.group = group
+        self._reset()
+        for bucket in self.buckets:
+            for i in bucket:
+                self.params[i].register_post_accumulate_grad_hook(lambda p, i=i: self.grad_ready(i))
+
+    def _reset(self) -> None:
+        self.ready: set[int] = set()
+        self.pending: list[tuple[Any, torch.Tensor]] = []
+
+    def grad_ready(self, index: int) -> None:
+        self.ready.add(index)
+        while len(self.pending) < len(self.buckets) and self.ready.issuperset(self.buckets[len(self.pending)]):
+            buffer = torch.cat([self.params[i].grad.reshape(-1) for i in self.buckets[len(self.pending)]])
+            self.pending.append((dist.all_reduce(buffer, group=self.group, async_op=True), buffer))
+
+    def wait(self) -> None:
+        if len(self.pending) != len(self.buckets):
+            raise RuntimeError(f"only {len(self.pending)} of {len(self.buckets)} buckets were launched: "
+                               "some gradients were never produced")
+        n = dist.get_world_size(self.group)
+        for bucket, (handle, buffer) in zip(self.buckets, self.pending):
+            handle.wait()
+            offset = 0
+            for i in bucket:
+                grad = self.params[i].grad
+                grad.copy_(buffer[offset: offset + grad.numel()].view_as(grad) / n)
+                offset += grad.numel()
+        self._reset()
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def train_on_rank(
+    train_step_fn: Callable[..., float],
+    model_fn: Callable[[], nn.Module],
+    batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    lr: float,
+    bucket_cap_bytes: int,
+    first_bucket_cap_bytes: int,
+) -> dict[str, Any]:
+    """Train with the student's ``train_step`` and :class:`ReferenceGradBuckets`, then with DDP.
+
+    Both sides use the same caps: DDP is built with ``bucket_cap_mb_list=[first, cap]``.
+    Bucketing changes when gradients travel, never their values, so the final states must
+    agree. Returns the initial state, both final states and the losses.
+    """
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = model_fn()
+    init = state_of(model)
+    grad_buckets = ReferenceGradBuckets(model, assign_buckets(grad_bytes(model), bucket_cap_bytes,
+                                                              first_bucket_cap_bytes))
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for x, y in batches:
+        xs, ys = rank_shard(x, y)
+        losses.append(train_step_fn(model, opt, grad_buckets, xs, ys))
+    mine = state_of(model)
+
+    ddp_model = model_fn()
+    ddp = DDP(ddp_model, bucket_cap_mb_list=[first_bucket_cap_bytes / MB, bucket_cap_bytes / MB])
+    ddp_opt = torch.optim.SGD(ddp.parameters(), lr=lr)
+    for x, y in batches:
+        xs, ys = rank_shard(x, y)
+        ddp_opt.zero_grad(set_to_none=True)
+        mse(ddp(xs), ys).backward()
+        ddp_opt.step()
+    return {"init": init, "state": mine, "ddp": state_of(ddp_model), "losses": losses}
+
+
+# --------------------------------------------------------------------------- hidden checks
+
+
+def _as_buckets(got: Any) -> Any:
+    """Plain ``got``, with tuples of tuples read as lists of lists (the contract's shape)."""
+    got = plain(got, "the returned buckets")
+    if isinstance(got, (list, tuple)) and all(isinstance(b, (list, tuple)) for b in got):
+        return [list(b) for b in got]
+    return got
+
+
+def assert_buckets(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
+    """``fn`` agrees with PyTorch's ``_compute_bucket_assignment_by_size`` on every case.
+
+    A case is ``(param_bytes, cap, first_cap or None, ready_order or None)``.
+    """
+    for param_bytes, cap, first, order in cases:
+        got = _as_buckets(buckets.call_assign_buckets(fn, param_bytes, cap, first, order))
+        message = buckets.bucket_mismatch(param_bytes, cap, first, order, got,
+                                          torch_bucket_assignment(param_bytes, cap, first, order))
+        if message:
+            raise AssertionError(message)
+
+
+def assert_ddp_buckets(fn: Callable[..., Any], result: dict[str, Any], cap: int, first: int) -> None:
+    """``fn`` reproduces the buckets a real DDP rebuilt from the ready order it recorded."""
+    result = plain(result, "the DDP run's result")
+    got = _as_buckets(fn(result["param_bytes"], cap, first, ready_order=result["ready_order"]))
+    message = buckets.bucket_mismatch(result["param_bytes"], cap, first, result["ready_order"], got,
+                                      result["buckets"], "the buckets a real DistributedDataParallel rebuilt "
+                                      "from the ready order it recorded")
+    if message:
+        raise AssertionError(message)
+
+
+def assert_schedule(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
+    """``fn`` returns the reference ``(ready, start, finish)`` triples on every case."""
+    for args in cases:
+        message = buckets.schedule_mismatch(args, plain(fn(*args), "the returned schedule"),
+                                            communication_schedule(*args))
+        if message:
+            raise AssertionError(message)
+
+
+def assert_tail(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
+    """``fn`` returns :func:`communication_tail` on every case."""
+    for args in cases:
+        message = buckets.tail_mismatch(args, plain(fn(*args), "the returned tail"), communication_schedule(*args))
+        if message:
+            raise AssertionError(message)
+
+
+def assert_grads_averaged(result: Sequence[dict[str, Any]], slow: bool) -> None:
+    """:func:`helpers.buckets.assert_grads_averaged` on plain copies of the ranks' gradients."""
+    buckets.assert_grads_averaged(plain(result, "the gradients after wait()"), slow)
+
+
+def assert_backward_averaged(result: Sequence[dict[str, Any]]) -> None:
+    """:func:`helpers.buckets.assert_backward_averaged` on plain copies of the ranks' gradients."""
+    buckets.assert_backward_averaged(plain(result, "the gradients after wait()"))
+
+
+def assert_training_like_ddp(result: Sequence[dict[str, Any]], model: nn.Module,
+                             batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float) -> None:
+    """The student's training equals real DDP (same buckets) and single-process float64 SGD."""
+    result = plain(result, "the training results")
+    reference = sgd_reference(model, batches, lr)
+    for rank, r in enumerate(result):
+        if not all(type(loss) is float for loss in r["losses"]):
+            raise AssertionError(f"Rank {rank}: train_step returned {r['losses']!r}; return the loss as a Python "
+                                 f"float (loss.item()).")
+        diff = first_difference(r["state"], r["ddp"], atol=1e-5, rtol=1e-4)
+        if diff is not None:
+            raise AssertionError(
+                f"Rank {rank}: after {len(batches)} steps the model differs from real DistributedDataParallel "
+                f"with the same buckets ({diff}). Wait for every bucket before optimizer.step(): until wait() "
+                f"returns, .grad holds this rank's own gradient.")
+        diff = first_difference(r["state"], reference, atol=1e-5, rtol=1e-4)
+        if diff is not None:
+            raise AssertionError(f"Rank {rank}: the model differs from single-process SGD on the full batch "
+                                 f"({diff}).")
+
+
+# --------------------------------------------------------------------------- results stored for the chapter
+
+
+CHAPTER_MODELS = {"TinyMLP": (TinyMLP, 8, 4, 160, 128), "OutOfOrderMLP": (OutOfOrderMLP, 6, 3, 256, 128)}
+CHAPTER_NETWORK = {"world_size": 8, "alpha_s": 100e-6, "beta_s_per_byte": 1e-10}  # 10 GB/s links
+SYNTHETIC_MODEL = {"num_layers": 24, "weight_bytes": 8 * MB, "bias_bytes": 8 * 1024, "layer_backward_s": 3e-3}
+
+
+def ready_order(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[int]:
+    """The order in which one backward of ``model`` produces its gradients (indices, one process)."""
+    order: list[int] = []
+    for i, p in enumerate(model.parameters()):
+        p.register_post_accumulate_grad_hook(lambda _, i=i: order.append(i))
+    mse(model(x), y).backward()
+    return order
+
+
+def stored_assignments() -> dict[str, Any]:
+    """The chapter's two small models: sizes, ready order, and PyTorch's buckets for the guess and the truth."""
+    out = {}
+    for name, (model_cls, in_f, out_f, cap, first) in CHAPTER_MODELS.items():
+        model = model_cls()
+        sizes = grad_bytes(model)
+        order = ready_order(model, *make_regression_batch(8, in_f, out_f, seed=0))
+        out[name] = {"names": [n for n, _ in model.named_parameters()], "param_bytes": sizes,
+                     "bucket_cap_bytes": cap, "first_bucket_cap_bytes": first, "ready_order": order,
+                     "guess": torch_bucket_assignment(sizes, cap, first),
+                     "on_ready_order": torch_bucket_assignment(sizes, cap, first, order)}
+    return out
+
+
+def tail_by_cap(grad_ready_s: Sequence[float], param_bytes: Sequence[int], world_size: int, alpha_s: float,
+                beta_s_per_byte: float, caps: Sequence[int], first_bucket_cap_bytes: int | None) -> list[list]:
+    """``[cap_bytes, tail_s, num_buckets]`` for each cap, with DDP's assignment in reverse registration order."""
+    rows = []
+    for cap in caps:
+        bucket_list = assign_buckets(param_bytes, cap, first_bucket_cap_bytes)
+        tail = communication_tail(grad_ready_s, param_bytes, bucket_list, world_size, alpha_s, beta_s_per_byte)
+        rows.append([cap, tail, len(bucket_list)])
+    return rows
+
+
+def _extreme_tails(grad_ready_s: Sequence[float], param_bytes: Sequence[int], network: dict[str, float]
+                   ) -> dict[str, float]:
+    """Tails of one bucket per tensor and of a single bucket (seconds)."""
+    order = _walk(len(param_bytes), None)
+    args = (network["world_size"], network["alpha_s"], network["beta_s_per_byte"])
+    return {"per_tensor_tail_s": communication_tail(grad_ready_s, param_bytes, [[i] for i in order], *args),
+            "one_bucket_tail_s": communication_tail(grad_ready_s, param_bytes, [order], *args)}
+
+
+def stored_synthetic() -> dict[str, Any]:
+    """§3.2 and §3.4: the 24-layer synthetic model's buckets, timelines and tail against the cap."""
+    from helpers.bucket_plots import synthetic_layers  # imports matplotlib: not at module level, the ranks import l03
+    model = SYNTHETIC_MODEL
+    sizes, ready = synthetic_layers(**model)
+    net = CHAPTER_NETWORK
+    args = (net["world_size"], net["alpha_s"], net["beta_s_per_byte"])
+    first, total = dist._DEFAULT_FIRST_BUCKET_BYTES, sum(sizes)
+    cases = []
+    for label, cap, first_cap in (("one bucket per tensor", 1, None),
+                                  ("DDP defaults (25 MiB, first 1 MiB)", 25 * MB, first),
+                                  ("one bucket", total, None)):
+        bucket_list = assign_buckets(sizes, cap, first_cap)
+        cases.append({"label": label, "buckets": bucket_list,
+                      "schedule": communication_schedule(ready, sizes, bucket_list, *args),
+                      "tail_s": communication_tail(ready, sizes, bucket_list, *args)})
+    lo, hi = max(1, min(sizes) // 4), total
+    caps = sorted({int(round(lo * (hi / lo) ** (k / 96))) for k in range(97)} | {25 * MB})
+    return {"model": model, "network": net, "cases": cases,
+            "layer_allreduce_s": allreduce_seconds(model["weight_bytes"] + model["bias_bytes"], *args),
+            "gradient_allreduce_s": allreduce_seconds(total, *args),
+            "sweep": {"first_bucket_cap_bytes": MB, "rows": tail_by_cap(ready, sizes, *args, caps, MB),
+                      **_extreme_tails(ready, sizes, net)}}
+
+
+EXPLORER_GRID = {
+    "caps_bytes": sorted({int(round(2 ** (k / 2))) for k in range(24, 57)} | {25 * MB}),
+    "first_caps_bytes": [256 * 1024, MB, 4 * MB, 25 * MB],
+    "world_sizes": [2, 8, 64],
+    "alphas_s": [1e-5, 1e-4, 1e-3],
+    "bandwidths_gb_s": [1, 10, 100],
+}
+
+
+def stored_explorer() -> dict[str, Any]:
+    """§3.5: tail and first start for every cap, first cap and network of :data:`EXPLORER_GRID` (seconds)."""
+    from helpers.bucket_plots import synthetic_layers
+    model = SYNTHETIC_MODEL
+    sizes, ready = synthetic_layers(**model)
+    grid = EXPLORER_GRID
+    assignments = [[assign_buckets(sizes, cap, first) for cap in grid["caps_bytes"]]
+                   for first in grid["first_caps_bytes"]]
+    networks = []
+    for n, alpha, bw in itertools.product(grid["world_sizes"], grid["alphas_s"], grid["bandwidths_gb_s"]):
+        net = {"world_size": n, "alpha_s": alpha, "beta_s_per_byte": 1 / (bw * 1e9)}
+        schedules = [[communication_schedule(ready, sizes, b, n, alpha, net["beta_s_per_byte"]) for b in row]
+                     for row in assignments]
+        networks.append({"world_size": n, "alpha_s": alpha, "bandwidth_gb_s": bw,
+                         "tail_s": [[s[-1][2] - max(ready) for s in row] for row in schedules],
+                         "first_start_s": [[s[0][1] for s in row] for row in schedules],
+                         **_extreme_tails(ready, sizes, net)})
+    return {"model": model, **grid, "num_buckets": [[len(b) for b in row] for row in assignments],
+            "networks": networks}
+
+
+# Only IEEE +, -, *, / and max on Python floats: the stored values are the same on every machine.
+STORED = {"03_assignments": stored_assignments, "03_synthetic": stored_synthetic, "03_explorer": stored_explorer}

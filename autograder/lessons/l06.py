@@ -1,0 +1,149 @@
+"""Lesson 06, gradient sharding (ZeRO stage 2): the instructor side.
+
+References of the graded functions (the owner layout and the reduce-scattered slices), the
+hidden checks (every student value passes :func:`autograder.plain.plain` first; the
+comparisons and their teaching messages are :mod:`helpers.grad_sharding`'s), and the results
+stored for the chapter (``STORED``).
+
+Layout: a flat gradient of ``numel`` elements is padded with zeros to ``N * S`` elements,
+``S = ceil(numel / N)``; group rank ``r`` owns elements ``[r*S, (r+1)*S)`` of the padded vector.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+
+from autograder.lessons.costs import (adam_memory_bytes, ring_allgather_bytes, ring_allreduce_bytes,
+                                      ring_reduce_scatter_bytes)
+from autograder.plain import plain
+from helpers import grad_sharding
+from helpers.models import TinyMLP
+
+# --------------------------------------------------------------------------- references
+
+
+def shard_size(numel: int, world_size: int) -> int:
+    """Elements per owner slice, ``S = ceil(numel / world_size)`` (padding included)."""
+    if numel < 0 or world_size < 1:
+        raise ValueError("numel must be >= 0 and world_size >= 1")
+    return -(-numel // world_size)
+
+
+def owned_range(numel: int, world_size: int, rank: int) -> tuple[int, int]:
+    """``(start, stop)``: the real (unpadded) elements rank ``rank`` owns; may be empty."""
+    s = shard_size(numel, world_size)
+    return min(rank * s, numel), min((rank + 1) * s, numel)
+
+
+def expected_owned_slices(per_rank: Sequence[torch.Tensor], denominator: float | None = None) -> list[torch.Tensor]:
+    """float64 owner slices (index = group rank) of ``sum_r per_rank[r] / denominator``.
+
+    ``denominator`` defaults to the number of ranks. Each slice has ``S`` elements; the
+    padding positions are 0.
+    """
+    n = len(per_rank)
+    total = torch.stack([g.double() for g in per_rank]).sum(0)
+    padded = torch.cat([total, total.new_zeros(n * shard_size(total.numel(), n) - total.numel())])
+    return list((padded / (n if denominator is None else denominator)).chunk(n))
+
+
+# --------------------------------------------------------------------------- hidden checks
+
+
+def _plain_fn(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn`` whose return value is passed through :func:`plain` before a check sees it."""
+    return lambda *args: plain(fn(*args), f"{name}{args}")
+
+
+def assert_owned_ranges(fn: Callable[[int, int, int], Any], cases: Sequence[tuple[int, int]]) -> None:
+    """``fn(numel, N, rank)`` equals :func:`owned_range` for every rank of every case ``(numel, N)``."""
+    grad_sharding.assert_owned_ranges(_plain_fn(fn, "owned_range"),
+                                      [(numel, n, [owned_range(numel, n, r) for r in range(n)]) for numel, n in cases])
+
+
+def assert_reduce_scattered(results: Sequence[Any], ledger: Any, numel: int, seed: int,
+                            denominator: float | None = None, dtype: torch.dtype = torch.float32,
+                            group_ranks: Sequence[int] | None = None) -> None:
+    """The members' slices are the reference slices of the synthetic gradients; one reduce-scatter each."""
+    n = len(group_ranks) if group_ranks is not None else len(results)
+    expected = expected_owned_slices([grad_sharding.synthetic_flat_grad(numel, g, seed) for g in range(n)],
+                                     denominator)
+    grad_sharding.assert_reduce_scattered(plain(results, "the returned slices"), ledger, numel, expected,
+                                          denominator, dtype, group_ranks)
+
+
+def assert_clipped(results: Sequence[Any], ledger: Any, shards_per_rank: Sequence[Sequence[torch.Tensor]],
+                   max_norm: float, group_ranks: Sequence[int] | None = None) -> None:
+    """Norm and clipped shards equal ``clip_grad_norm_`` on the full gradient; one scalar all-reduce each."""
+    grad_sharding.assert_clipped(plain(results, "the returned norm and shards"), shards_per_rank, max_norm,
+                                 group_ranks)
+    members = list(group_ranks) if group_ranks is not None else list(range(len(results)))
+    grad_sharding.assert_one_scalar_all_reduce(ledger, members)
+
+
+def assert_matches_replicated(results: Sequence[Any], numel: int) -> None:
+    """The sharded step's owned, clipped slice equals the replicated run's, at the reference ranges."""
+    n = len(results)
+    grad_sharding.assert_matches_replicated(plain(results, "the sharded step's results"),
+                                            [owned_range(numel, n, r) for r in range(n)])
+
+
+STAGE_MISTAKES = ((1, "the gradient is still replicated (that is stage 1)"),
+                  (3, "the fp16 parameters are sharded too (that is stage 3)"),
+                  (0, "nothing is sharded (that is stage 0)"))
+
+
+def assert_zero2_memory(fn: Callable[[int, int, int], Any], cases: Sequence[tuple[int, int, int]]) -> None:
+    """``fn(num_params, N, k)`` equals ``adam_memory_bytes(..., stage=2)`` on every case."""
+    for psi, n, k in cases:
+        got = plain(fn(psi, n, k), f"zero2_memory_bytes{(psi, n, k)}")
+        message = grad_sharding.zero2_mismatch((psi, n, k), got, adam_memory_bytes(psi, n, stage=2, k=k))
+        if message:
+            for stage, why in STAGE_MISTAKES:
+                other = adam_memory_bytes(psi, n, stage=stage, k=k)
+                if type(got) in (int, float) and abs(got - other) <= 1e-9 * abs(got):
+                    message += f" Your value means {why}."
+            raise AssertionError(message)
+
+
+# --------------------------------------------------------------------------- results stored for the chapter
+
+
+def stored_layouts() -> dict[str, Any]:
+    """§6.1: TinyMLP's flat gradient on 2, 3, 4, 5 and 7 ranks: S, padding and owned ranges."""
+    numel = sum(p.numel() for p in TinyMLP().parameters())
+    layouts = [{"world_size": n, "shard_size": shard_size(numel, n), "padding": n * shard_size(numel, n) - numel,
+                "ranges": [owned_range(numel, n, r) for r in range(n)]} for n in (2, 3, 4, 5, 7)]
+    return {"num_params": numel, "layouts": layouts}
+
+
+WORLD_SIZES = [2 ** e for e in range(11)]
+
+
+def stored_stage_memory() -> dict[str, Any]:
+    """§6.4: bytes per rank of ZeRO stages 0-3 for the ZeRO paper's Ψ = 7.5 B, K = 12, N = 1 ... 1024."""
+    psi, k = 7_500_000_000, 12
+    return {"num_params": psi, "k": k, "world_sizes": WORLD_SIZES,
+            "stage_bytes": [[adam_memory_bytes(psi, n, stage, k) for n in WORLD_SIZES] for stage in range(4)]}
+
+
+EXPLORER_PARAMS = sorted({m * 10 ** e for e in range(6, 12) for m in (1, 2, 5)} | {7_500_000_000, 10 ** 12})
+EXPLORER_KS = [0, 4, 8, 12, 16, 20, 24]
+
+
+def stored_explorer() -> dict[str, Any]:
+    """§6.6: stage 0-2 bytes per rank and fp16 ring traffic per step on a grid of Ψ, N and K."""
+    def traffic(psi: int, n: int) -> dict[str, float]:
+        return {"reduce_scatter_bytes": ring_reduce_scatter_bytes(psi, 2, n),
+                "all_gather_bytes": ring_allgather_bytes(psi, 2, n),
+                "all_reduce_bytes": ring_allreduce_bytes(psi, 2, n)}
+
+    return {"num_params": EXPLORER_PARAMS, "world_sizes": WORLD_SIZES, "ks": EXPLORER_KS,
+            "stage_bytes": [[[[adam_memory_bytes(psi, n, stage, k) for n in WORLD_SIZES] for stage in range(3)]
+                             for k in EXPLORER_KS] for psi in EXPLORER_PARAMS],
+            "traffic_bytes": [[traffic(psi, n) for n in WORLD_SIZES] for psi in EXPLORER_PARAMS]}
+
+
+# Only IEEE +, -, *, / on Python numbers: the stored values are the same on every machine.
+STORED = {"06_layouts": stored_layouts, "06_stage_memory": stored_stage_memory, "06_explorer": stored_explorer}

@@ -1,0 +1,432 @@
+"""Lesson 07, parameter sharding (FULL_SHARD): references, hidden checks and the chapter's stored results.
+
+A **unit** is a module whose parameters are stored flat and sharded: the flat vector of its
+``numel`` parameter elements is padded to ``N * S`` (``S = ceil(numel / N)``) and rank ``r``
+keeps elements ``[r*S, (r+1)*S)``, the layout of lesson 06. A unit materialises its full
+parameters only around the operations that need them: an all-gather before its forward, a
+free after it, a second all-gather before its backward (FULL_SHARD), a reduce-scatter of its
+gradient and a free after backward.
+
+The drivers that run a student's unit and loop on gloo, and the checks against PyTorch
+(autograd, SGD, real FSDP2), are student-side (:mod:`helpers.param_sharding`); the checks here
+pass a student's values through :mod:`autograder.plain` first. Sizes are elements unless a
+name says bytes; traffic is the bytes one rank sends under ring algorithms
+(:mod:`autograder.lessons.costs`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from autograder.lessons.costs import (adam_memory_bytes, ring_allgather_bytes, ring_allreduce_bytes,
+                                      ring_reduce_scatter_bytes)
+from autograder.plain import number, plain
+from helpers import param_sharding
+from helpers.models import TinyLM
+from helpers.data import tensors_to_json
+from helpers.reference import SameInit, make_batches, mse, state_of
+
+Event = tuple[str, int]
+_GATHERS = ("all_gather_single", "all_gather_into_tensor")
+_SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
+
+
+# --------------------------------------------------------------------------- references
+
+
+def full_shard_schedule(num_units: int, reshard_after_forward: bool = True) -> list[Event]:
+    """Communication and memory events of one training step, without prefetching.
+
+    Forward visits units ``0..U-1``: ``all_gather``, then ``free`` if
+    ``reshard_after_forward`` (FULL_SHARD; otherwise SHARD_GRAD_OP keeps them). Backward
+    visits ``U-1..0``: ``all_gather`` again if the unit was freed, ``reduce_scatter`` of its
+    gradient, ``free``.
+    """
+    events: list[Event] = []
+    for u in range(num_units):
+        events.append(("all_gather", u))
+        if reshard_after_forward:
+            events.append(("free", u))
+    for u in reversed(range(num_units)):
+        if reshard_after_forward:
+            events.append(("all_gather", u))
+        events += [("reduce_scatter", u), ("free", u)]
+    return events
+
+
+def fsdp_traffic_bytes(num_params: int, bytes_per_param: int, world_size: int,
+                       reshard_after_forward: bool = True) -> float:
+    """Ring bytes one rank sends per step: all-gathers (2 or 1 per unit) plus one reduce-scatter.
+
+    FULL_SHARD: ``3 (N-1)/N * Psi * b``; SHARD_GRAD_OP: ``2 (N-1)/N * Psi * b``, the same
+    as DDP's all-reduce.
+    """
+    gathers = 2 if reshard_after_forward else 1
+    return (gathers * ring_allgather_bytes(num_params, bytes_per_param, world_size)
+            + ring_reduce_scatter_bytes(num_params, bytes_per_param, world_size))
+
+
+def unit_parameters(model: nn.Module, unit_names: Sequence[str]) -> dict[str, list[str]]:
+    """The parameter names each unit shards; ``""`` (the root) takes the rest and every shared one.
+
+    A parameter belongs to a unit when all of its names (a tied parameter has several, see
+    ``named_parameters(remove_duplicate=False)``) lie inside that unit's module. A
+    parameter reached from two units, or from a unit and outside it, goes to the root, their
+    common ancestor, as FSDP requires. Each parameter appears once, under its first name.
+    """
+    def unit_of(name: str) -> str:
+        return next((u for u in unit_names if name.startswith(u + ".")), "")
+
+    names_of: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names_of.setdefault(id(p), []).append(name)
+    out: dict[str, list[str]] = {u: [] for u in [*unit_names, ""]}
+    for name, p in model.named_parameters():
+        units = {unit_of(n) for n in names_of[id(p)]}
+        out[units.pop() if len(units) == 1 else ""].append(name)
+    return out
+
+
+class ReferenceShardedUnit:
+    """A minimal fully-sharded unit (the exercise's contract); see the module docstring."""
+
+    def __init__(self, module: nn.Module, group: Any = None) -> None:
+        self.module, self.group = module, group
+        self.params = list(module.parameters())
+        world, rank = dist.get_world_size(group), dist.get_rank(group)
+        self.numel = sum(p.numel() for p in self.params)
+        self.shard_size = -(-self.numel // world)
+        flat = torch.zeros(world * self.shard_size)
+        flat[: self.numel] = torch.cat([p.detach().reshape(-1) for p in self.params])
+        self.shard = nn.Parameter(flat[rank * self.shard_size: (rank + 1) * self.shard_size].clone())
+        self.full = flat
+        offset = 0
+        for p in self.params:
+            p.data = self.full[offset: offset + p.numel()].view_as(p)
+            offset += p.numel()
+        module.register_forward_pre_hook(lambda m, args: self.gather())
+        module.register_forward_hook(self._after_forward)
+        self.free()
+
+    def _after_forward(self, module: nn.Module, args: Any, out: torch.Tensor) -> None:
+        self.free()
+        if out.requires_grad:  # fires when backward reaches this unit's output: re-gather first
+            out.register_hook(lambda grad: self.gather())
+
+    def gather(self) -> None:
+        """Re-allocate the full buffer and all-gather every rank's shard into it."""
+        storage = self.full.untyped_storage()
+        if storage.nbytes() == 0:
+            storage.resize_(self.full.numel() * self.full.element_size())
+        dist.all_gather_single(self.full, self.shard.detach(), group=self.group)
+
+    def free(self) -> None:
+        """Release the full buffer's memory (its views stay valid for the next gather)."""
+        self.full.untyped_storage().resize_(0)
+
+    def reduce_gradients(self) -> None:
+        """Reduce-scatter the mean gradient into ``shard.grad``; clear the module's gradients."""
+        world = dist.get_world_size(self.group)
+        flat = torch.zeros(world * self.shard_size)
+        flat[: self.numel] = torch.cat([p.grad.reshape(-1) for p in self.params])
+        out = torch.empty(self.shard_size)
+        dist.reduce_scatter_single(out, flat, group=self.group)
+        self.shard.grad = out / world
+        for p in self.params:
+            p.grad = None
+
+
+def reference_train(model: nn.Module, units: Sequence[Any], batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                    lr: float) -> list[float]:
+    """The exercise's training loop: SGD over the shards, one FULL_SHARD step per batch."""
+    opt = torch.optim.SGD([u.shard for u in units], lr=lr)
+    losses = []
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        loss = mse(model(x), y)
+        loss.backward()
+        for u in units:
+            u.reduce_gradients()
+            u.free()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+# --------------------------------------------------------------------------- hidden checks
+
+
+def _events(fn: Callable[..., Any], units: int, reshard: bool) -> list[Event]:
+    got = plain(fn(units, reshard), f"full_shard_schedule({units}, reshard_after_forward={reshard})")
+    return [tuple(e) if isinstance(e, (list, tuple)) else e for e in got] if isinstance(got, (list, tuple)) else got
+
+
+def assert_schedule(fn: Callable[..., list[Event]], cases: Sequence[tuple[int, bool]]) -> None:
+    """``fn(num_units, reshard_after_forward)`` equals :func:`full_shard_schedule`."""
+    for units, reshard in cases:
+        exp, got = full_shard_schedule(units, reshard), _events(fn, units, reshard)
+        if got != exp:
+            hint = ""
+            if isinstance(got, list):
+                gathers, exp_gathers = sum(e[0] == "all_gather" for e in got), sum(e[0] == "all_gather" for e in exp)
+                if gathers != exp_gathers:
+                    hint = (f" It all-gathers {gathers} times; a step needs {exp_gathers} "
+                            f"({'twice' if reshard else 'once'} per unit).")
+                elif sum(e[0] == "free" for e in got) != sum(e[0] == "free" for e in exp):
+                    hint = " Some gathered parameters are never freed, or freed twice."
+            raise AssertionError(f"full_shard_schedule({units}, reshard_after_forward={reshard}) returned "
+                                 f"{got!r:.200}, expected {exp!r:.200}.{hint}")
+
+
+def assert_matches_fsdp2(fn: Callable[..., list[Event]], counts: dict[str, Any], ledger: Any, reshard: bool) -> None:
+    """The schedule's collective counts per step equal what real FSDP2 issued (from the ledger)."""
+    units = counts["units"]
+    events = _events(fn, units, reshard)
+    for op, ledger_ops in (("all_gather", _GATHERS), ("reduce_scatter", _SCATTERS)):
+        mine = sum(1 for e in events if e[0] == op)
+        real = sum(ledger.count(name) for name in ledger_ops)
+        if mine != real:
+            raise AssertionError(f"{units} units, reshard_after_forward={reshard}: your schedule has {mine} {op}s "
+                                 f"per step; real FSDP2 (fully_shard) issued {real}.")
+
+
+def assert_traffic(fn: Callable[..., float], cases: Sequence[tuple[int, int, int, bool]]) -> None:
+    """``fn`` equals :func:`fsdp_traffic_bytes` on every case."""
+    for num_params, b, n, reshard in cases:
+        call = f"fsdp_traffic_bytes({num_params}, {b}, {n}, reshard_after_forward={reshard})"
+        exp, got = fsdp_traffic_bytes(num_params, b, n, reshard), number(fn(num_params, b, n, reshard), call)
+        if abs(got - exp) > 1e-9 * max(1.0, exp):
+            raise AssertionError(f"{call} returned {got!r}, expected {exp:,.1f} bytes.")
+
+
+def assert_traffic_measured(fn: Callable[..., float], ledger: Any, num_params: int, reshard: bool) -> None:
+    """``fn`` predicts the ring bytes real FSDP2 issued (sizes divisible by N: no padding)."""
+    n = ledger.world_size
+    measured = ledger.bytes(0)
+    predicted = number(fn(num_params, 4, n, reshard), f"fsdp_traffic_bytes({num_params}, 4, {n}, {reshard})")
+    if abs(predicted - measured) > 1e-6 * measured:
+        raise AssertionError(f"real FSDP2 with {num_params} float32 parameters on {n} ranks "
+                             f"(reshard_after_forward={reshard}) sent {measured:,.0f} ring bytes per rank in one "
+                             f"step; fsdp_traffic_bytes predicts {predicted:,.0f}.")
+
+
+def assert_unit_parameters(fn: Callable[..., dict[str, list[str]]], model: nn.Module,
+                           unit_names: Sequence[str]) -> None:
+    """``fn`` assigns every parameter exactly once, and shared ones to the root."""
+    exp = unit_parameters(model, unit_names)
+    got = plain(fn(model, list(unit_names)), f"unit_parameters(model, {list(unit_names)})")
+    if not isinstance(got, dict) or {k: list(v) for k, v in got.items()} != exp:
+        hint = ""
+        if isinstance(got, dict):
+            flat = [n for v in got.values() for n in v]
+            if len(flat) != len(set(flat)) or len(flat) > sum(len(v) for v in exp.values()):
+                hint = (" A parameter appears in two units: a tied weight would be sharded (and updated) twice, "
+                        "once per copy.")
+            elif set(exp[""]) - set(got.get("", [])):
+                hint = (" A parameter shared by two units must go to their common ancestor, the root \"\": split "
+                        "across units its copies desynchronise.")
+        raise AssertionError(f"unit_parameters(model, {list(unit_names)}) returned {got!r:.300}, expected "
+                             f"{exp!r:.300}.{hint}")
+
+
+def sgd_full_batch(model_fn: Callable[[], nn.Module], batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                   lr: float) -> dict[str, torch.Tensor]:
+    """float64 single-process SGD on the full batches: what sharded training must reproduce."""
+    model = model_fn().double()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        mse(model(x.double()), y.double()).backward()
+        opt.step()
+    return state_of(model)
+
+
+def unit_gradients(model_fn: Callable[[], nn.Module], batch: tuple[torch.Tensor, torch.Tensor]) -> list[torch.Tensor]:
+    """float64 full-batch mean gradient of every unit (Linear) of ``model_fn()``, flat in ``parameters()`` order."""
+    model = model_fn().double()
+    x, y = batch
+    mse(model(x.double()), y.double()).backward()
+    return [torch.cat([p.grad.reshape(-1) for p in unit.parameters()]) for unit in model[::2]]
+
+
+def assert_sharded_training(results: Sequence[dict[str, Any]], model_fn: Callable[[], nn.Module],
+                            batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float, ledger: Any,
+                            units: int) -> None:
+    """The ranks' results (plain) end at full-batch SGD's state; see the student-side check."""
+    param_sharding.assert_sharded_training(plain(results, "the ranks' results"), sgd_full_batch(model_fn, batches, lr),
+                                           len(batches), ledger, units)
+
+
+def assert_unit_step(results: Sequence[dict[str, Any]], model_fn: Callable[[], nn.Module],
+                     batch: tuple[torch.Tensor, torch.Tensor], ledger: Any) -> None:
+    """One step through the units (plain results) agrees with the unsharded model; see the student-side check."""
+    param_sharding.assert_unit_step(plain(results, "the ranks' results"), model_fn, batch, ledger,
+                                    unit_gradients(model_fn, batch))
+
+
+# --------------------------------------------------------------------------- the chapter's numbers
+
+_MODES = {"True": True, "False": False}
+EXPLORER_UNITS = (1, 2, 3, 4, 6, 8, 12, 16)
+EXPLORER_WORLD_SIZES = (2, 4, 8, 16, 64, 256, 1024)
+EXPLORER_PARAMS = (1_000_000_000, 7_500_000_000, 70_000_000_000)
+CURVE_WORLD_SIZES = tuple(2 ** e for e in range(1, 11))
+BYTES_PER_PARAM, ADAM_K = 2, 12
+
+
+def split_params(num_params: int, num_units: int) -> list[int]:
+    """``num_params`` elements in ``num_units`` units as equal as integers allow (larger first)."""
+    q, r = divmod(int(num_params), num_units)
+    return [q + (1 if u < r else 0) for u in range(num_units)]
+
+
+def step_timeline(num_units: int, reshard_after_forward: bool) -> list[Event]:
+    """The schedule with the computation inserted.
+
+    ``("forward", u)`` right after the all-gather that first materialises unit ``u``,
+    ``("backward", u)`` right before its reduce-scatter.
+    """
+    out: list[Event] = []
+    forwarded: set[int] = set()
+    for kind, unit in full_shard_schedule(num_units, reshard_after_forward):
+        if kind == "reduce_scatter":
+            out.append(("backward", unit))
+        out.append((kind, unit))
+        if kind == "all_gather" and unit not in forwarded:
+            forwarded.add(unit)
+            out.append(("forward", unit))
+    return out
+
+
+def availability(num_units: int, reshard_after_forward: bool) -> dict[str, Any]:
+    """One entry per compute slot of a step: what runs and which units' full parameters exist meanwhile.
+
+    ``slots``: dicts with ``phase`` (``"forward"``/``"backward"``), ``unit`` (the unit computing),
+    ``gathered`` (sorted units materialised during the slot) and ``before`` (the events at the
+    boundary just before the slot, in order, as ``[kind, unit]``); ``after``: the events after the
+    last computation. Also the step's ``all_gathers``, ``reduce_scatters`` and ``max_gathered``.
+    """
+    slots: list[dict[str, Any]] = []
+    pending: list[list[Any]] = []
+    gathered: set[int] = set()
+    for kind, unit in step_timeline(num_units, reshard_after_forward):
+        if kind in ("forward", "backward"):
+            slots.append({"phase": kind, "unit": unit, "gathered": sorted(gathered), "before": pending})
+            pending = []
+            continue
+        pending.append([kind, unit])
+        if kind == "all_gather":
+            gathered.add(unit)
+        elif kind == "free":
+            gathered.discard(unit)
+    events = full_shard_schedule(num_units, reshard_after_forward)
+    return {"slots": slots, "after": pending,
+            "all_gathers": sum(e[0] == "all_gather" for e in events),
+            "reduce_scatters": sum(e[0] == "reduce_scatter" for e in events),
+            "max_gathered": max((len(s["gathered"]) for s in slots), default=0)}
+
+
+def live_parameter_bytes(unit_numels: Sequence[int], world_size: int, reshard_after_forward: bool | None,
+                         bytes_per_param: int = BYTES_PER_PARAM) -> dict[str, Any]:
+    """Parameter bytes allocated on one rank during every compute slot of a step.
+
+    Every rank always stores its shards, ``S_u = ceil(n_u / N)`` elements per unit; a gathered
+    unit adds its full padded buffer of ``N * S_u`` elements. ``reshard_after_forward=None`` is
+    replicated training: every rank keeps all ``sum(n_u)`` elements. Gradients, activations and
+    prefetch buffers are not counted. Returns ``slots`` (bytes per slot), ``between_steps``
+    (bytes while no unit is gathered), ``peak`` and ``peak_slot`` (first slot reaching it).
+    """
+    units = len(unit_numels)
+    if reshard_after_forward is None:
+        total = float(sum(unit_numels) * bytes_per_param)
+        return {"slots": [total] * (2 * units), "between_steps": total, "peak": total, "peak_slot": 0}
+    shard = [math.ceil(n / world_size) for n in unit_numels]
+    persistent = float(sum(shard) * bytes_per_param)
+    slots = [persistent + sum(world_size * shard[u] for u in slot["gathered"]) * bytes_per_param
+             for slot in availability(units, reshard_after_forward)["slots"]]
+    peak = max(slots)
+    return {"slots": slots, "between_steps": persistent, "peak": peak, "peak_slot": slots.index(peak)}
+
+
+def traffic_and_memory(num_params: int, world_sizes: Sequence[int] = CURVE_WORLD_SIZES) -> dict[str, Any]:
+    """Per world size: ring bytes per step (DDP, SHARD_GRAD_OP, FULL_SHARD) and ZeRO stage 0-3 Adam bytes."""
+    b = BYTES_PER_PARAM
+    return {"world_sizes": list(world_sizes),
+            "ddp": [ring_allreduce_bytes(num_params, b, n) for n in world_sizes],
+            "shard_grad_op": [fsdp_traffic_bytes(num_params, b, n, False) for n in world_sizes],
+            "full_shard": [fsdp_traffic_bytes(num_params, b, n, True) for n in world_sizes],
+            "stages": [[adam_memory_bytes(num_params, n, stage, ADAM_K) for n in world_sizes] for stage in range(4)]}
+
+
+def explorer_case(num_params: int, world_size: int, num_units: int) -> dict[str, Any]:
+    """The explorer's numbers for one slider setting: live parameters of the three modes and traffic."""
+    numels = split_params(num_params, num_units)
+    return {"live": {str(mode): live_parameter_bytes(numels, world_size, mode) for mode in (True, False, None)},
+            "traffic": {key: fsdp_traffic_bytes(num_params, BYTES_PER_PARAM, world_size, mode)
+                        for key, mode in _MODES.items()},
+            "ddp_traffic": ring_allreduce_bytes(num_params, BYTES_PER_PARAM, world_size),
+            "stage3_bytes": adam_memory_bytes(num_params, world_size, 3, ADAM_K),
+            "stage0_bytes": adam_memory_bytes(num_params, world_size, 0, ADAM_K)}
+
+
+def explorer_results() -> dict[str, Any]:
+    """Every slider setting of :func:`helpers.param_sharding_plots.param_sharding_explorer`."""
+    return {"num_units": list(EXPLORER_UNITS), "world_sizes": list(EXPLORER_WORLD_SIZES),
+            "num_params": list(EXPLORER_PARAMS), "bytes_per_param": BYTES_PER_PARAM, "k": ADAM_K,
+            "availability": {str(u): {key: availability(u, mode) for key, mode in _MODES.items()}
+                             for u in EXPLORER_UNITS},
+            "curves": {str(psi): traffic_and_memory(psi) for psi in EXPLORER_PARAMS},
+            "cases": {f"{psi}/{n}/{u}": explorer_case(psi, n, u)
+                      for psi in EXPLORER_PARAMS for n in EXPLORER_WORLD_SIZES for u in EXPLORER_UNITS}}
+
+
+def chapter_results() -> dict[str, Any]:
+    """The numbers chapter 07 prints: schedules, the ZeRO example, the FSDP2 comparison, tied-weight owners."""
+    psi, n = 7_500_000_000, 64
+    widths, world = (8, 12, 8, 4), 2
+    unit_sizes = [sum(p.numel() for p in m.parameters()) for m in list(param_sharding.layered_mlp(widths))[::2]]
+    lm = TinyLM()
+    numel = {name: p.numel() for name, p in lm.named_parameters()}
+    owners = unit_parameters(lm, ["embed", "blocks.0", "blocks.1", "head"])
+    return {
+        "schedule_2_units": {key: [list(e) for e in full_shard_schedule(2, mode)] for key, mode in _MODES.items()},
+        "zero_example": {"num_params": psi, "world_size": n, "bytes_per_param": BYTES_PER_PARAM,
+                         "stages": [adam_memory_bytes(psi, n, stage, ADAM_K) for stage in range(4)],
+                         "ddp": ring_allreduce_bytes(psi, BYTES_PER_PARAM, n),
+                         "traffic": {key: fsdp_traffic_bytes(psi, BYTES_PER_PARAM, n, mode)
+                                     for key, mode in _MODES.items()}},
+        "fsdp2_comparison": {
+            "widths": list(widths), "world_size": world, "unit_sizes": unit_sizes, "num_params": sum(unit_sizes),
+            "ddp": ring_allreduce_bytes(sum(unit_sizes), 4, world),
+            "modes": {key: {"all_gathers": sum(e[0] == "all_gather" for e in full_shard_schedule(3, mode)),
+                            "reduce_scatters": sum(e[0] == "reduce_scatter" for e in full_shard_schedule(3, mode)),
+                            "bytes": fsdp_traffic_bytes(sum(unit_sizes), 4, world, mode)}
+                      for key, mode in _MODES.items()}},
+        "tinylm_owners": [[unit, names, sum(numel[name] for name in names)] for unit, names in owners.items()],
+    }
+
+
+# The visible tests of source/07_parameter_sharding (cells test_fully_sharded_unit and
+# test_train_full_shard) run these cases; change them together.
+VISIBLE_UNIT = {"model_fn": SameInit(param_sharding.layered_mlp, seed=1, kwargs={"widths": (6, 10, 7, 3)}),
+                "batch": {"num_steps": 1, "batch_size": 8, "in_features": 6, "out_features": 3, "seed": 2}}
+VISIBLE_TRAIN = {"model_fn": SameInit(param_sharding.layered_mlp, seed=3, kwargs={"widths": (6, 10, 7, 3)}),
+                 "batches": {"num_steps": 3, "batch_size": 8, "in_features": 6, "out_features": 3, "seed": 4},
+                 "lr": 0.1}
+
+
+def visible_results() -> dict[str, Any]:
+    """The float64 results the visible tests compare with (see ``helpers.param_sharding.stored_expected``)."""
+    batch = make_batches(**VISIBLE_UNIT["batch"])[0]
+    trained = sgd_full_batch(VISIBLE_TRAIN["model_fn"], make_batches(**VISIBLE_TRAIN["batches"]), VISIBLE_TRAIN["lr"])
+    gradients = unit_gradients(VISIBLE_UNIT["model_fn"], batch)
+    return {"unit_gradients": tensors_to_json({str(u): g for u, g in enumerate(gradients)}),
+            "trained_state": tensors_to_json(trained)}
+
+
+STORED = {"07_chapter": chapter_results, "07_explorer": explorer_results,
+          param_sharding.STORED_VISIBLE: visible_results}

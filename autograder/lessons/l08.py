@@ -1,0 +1,333 @@
+"""Lesson 08, prefetching: references, hidden checks and the chapter's stored results.
+
+FULL_SHARD forward over units ``0..U-1`` with prefetch depth ``d``:
+
+* the all-gathers share one channel and run one at a time, in unit order; the all-gather of
+  unit ``v`` is **issued** (its landing buffer allocated) at
+  ``I_v = max(F_{v-1}, E_{v-d-1})``: after the previous all-gather has landed and once unit
+  ``v-d-1`` has finished computing and been freed (so at most ``d + 1`` units are
+  materialised), with ``F_{-1} = E_{k<0} = 0``;
+* it **lands** (its wait can complete) at ``F_v = I_v + gather_s[v]``;
+* unit ``v`` computes from ``S_v = max(E_{v-1}, F_v)`` to ``E_v = S_v + compute_s[v]`` and
+  is freed at ``E_v``.
+
+Memory on one rank: the shards of every unit always, unit ``v``'s full parameters from
+``I_v`` to ``E_v`` (the landing buffer exists from the moment its transfer starts), and unit
+``v``'s activations from ``S_v`` to the end of forward (backward needs them). Times are
+seconds, sizes bytes. The gloo driver and the student-side check of the prefetching forward
+live in :mod:`helpers.prefetch`; the checks here pass a student's values through
+:mod:`autograder.plain` first.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+
+from autograder.plain import number, plain
+from helpers import prefetch
+from helpers.checks import rounded
+
+Schedule = list[tuple[float, float, float, float]]  # (issue, landed, compute start, compute end) per unit
+
+
+# --------------------------------------------------------------------------- references
+
+
+def prefetch_schedule(gather_s: Sequence[float], compute_s: Sequence[float], depth: int) -> Schedule:
+    """``(I_v, F_v, S_v, E_v)`` for every unit; see the module docstring."""
+    out: Schedule = []
+    for v in range(len(gather_s)):
+        previous_landed = out[v - 1][1] if v > 0 else 0.0
+        freed = out[v - depth - 1][3] if v - depth - 1 >= 0 else 0.0
+        issue = max(previous_landed, freed)
+        landed = issue + gather_s[v]
+        start = max(out[v - 1][3] if v > 0 else 0.0, landed)
+        out.append((issue, landed, start, start + compute_s[v]))
+    return out
+
+
+def peak_live_bytes(schedule: Schedule, unit_bytes: Sequence[float], activation_bytes: Sequence[float],
+                    shard_bytes: float) -> float:
+    """Peak bytes on one rank: shards, gathered units on ``[I_v, E_v)``, activations from ``S_v`` on."""
+    intervals = [(i, e, b) for (i, _, _, e), b in zip(schedule, unit_bytes)]
+    intervals += [(s, float("inf"), b) for (_, _, s, _), b in zip(schedule, activation_bytes)]
+    peak = 0.0
+    for t, _, _ in intervals:  # the live total only rises when something is allocated
+        live = sum(b for start, end, b in intervals if start <= t < end)
+        peak = max(peak, live)
+    return shard_bytes + peak
+
+
+def exposed_communication(schedule: Schedule, compute_s: Sequence[float]) -> float:
+    """Seconds of forward not spent computing: the end of the last unit minus the total compute."""
+    return schedule[-1][3] - sum(compute_s) if schedule else 0.0
+
+
+def max_prefetch_depth(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: Sequence[float],
+                       activation_bytes: Sequence[float], shard_bytes: float, budget_bytes: float) -> int | None:
+    """The largest depth in ``0..U-1`` whose peak fits the budget, ``None`` if none does."""
+    best = None
+    for depth in range(len(gather_s)):
+        peak = peak_live_bytes(prefetch_schedule(gather_s, compute_s, depth), unit_bytes, activation_bytes,
+                               shard_bytes)
+        if peak <= budget_bytes:
+            best = depth
+    return best
+
+
+def blocked_waiting_s(trace: Sequence[tuple[str, int, float]]) -> float:
+    """Exposed communication measured from a trace: seconds the CPU spent inside ``wait()``.
+
+    ``trace`` holds ``(event, unit, perf_counter seconds)`` with events ``issue_call``,
+    ``issue_return``, ``wait_call``, ``wait_return``, ``compute_start``, ``compute_end``.
+    The time an ``async_op=True`` call takes to return is enqueueing, not communication.
+    One forward pass per trace: each unit has one ``wait_call`` and one ``wait_return``.
+    """
+    calls = {(u, "wait_call"): t for e, u, t in trace if e == "wait_call"}
+    return sum(t - calls[(u, "wait_call")] for e, u, t in trace if e == "wait_return")
+
+
+def reference_forward(units: Sequence[Any], x: torch.Tensor, depth: int) -> torch.Tensor:
+    """Prefetching forward: keep units ``k..k+depth`` issued, wait, compute, free (the exercise's contract)."""
+    handles: dict[int, Any] = {}
+    for k, unit in enumerate(units):
+        for v in range(k, min(k + depth, len(units) - 1) + 1):
+            if v not in handles:
+                handles[v] = units[v].issue_gather()
+        handles.pop(k).wait()
+        x = unit.module(x)
+        unit.free()
+    return x
+
+
+# --------------------------------------------------------------------------- hidden checks
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
+def _matches(got: Any, schedule: Schedule, columns: int = 4) -> bool:
+    """Whether ``got`` (a plain copy of a student's value) has ``schedule``'s first ``columns`` columns."""
+    try:
+        return len(got) == len(schedule) and all(
+            len(g) == 4 and all(_close(number(a), b) for a, b in zip(g[:columns], row[:columns]))
+            for g, row in zip(got, schedule))
+    except (TypeError, AssertionError):
+        return False
+
+
+def assert_schedule(fn: Callable[..., Schedule], cases: Sequence[tuple[Sequence[float], Sequence[float], int]]) -> None:
+    """``fn`` returns :func:`prefetch_schedule` on every case."""
+    for gather_s, compute_s, depth in cases:
+        call = f"prefetch_schedule(gather_s={list(gather_s)}, compute_s={list(compute_s)}, depth={depth})"
+        exp = prefetch_schedule(gather_s, compute_s, depth)
+        got = plain(fn(list(gather_s), list(compute_s), depth), call)
+        if not _matches(got, exp):
+            hint = ""
+            unlimited = prefetch_schedule(gather_s, compute_s, len(gather_s))
+            if depth < len(gather_s) - 1 and _matches(got, unlimited, columns=1):
+                hint = (f" The all-gathers were issued as soon as the channel was free: depth {depth} allows one only "
+                        f"once unit v-{depth}-1 has been freed (at most {depth + 1} materialised units).")
+            raise AssertionError(f"{call} returned {rounded(got, 6)!r:.300}, expected {rounded(exp, 6)}.{hint}")
+
+
+def assert_peak(fn: Callable[..., float], cases: Sequence[tuple]) -> None:
+    """``fn(schedule, unit_bytes, activation_bytes, shard_bytes)`` equals :func:`peak_live_bytes`."""
+    for gather_s, compute_s, depth, unit_bytes, act, shards in cases:
+        sched = prefetch_schedule(gather_s, compute_s, depth)
+        exp = peak_live_bytes(sched, unit_bytes, act, shards)
+        got = number(fn(list(sched), list(unit_bytes), list(act), shards),
+                     f"peak_live_bytes for depth {depth}")
+        if not _close(got, exp):
+            hint = ""
+            late = peak_live_bytes([(f, f, st, e) for (_, f, st, e) in sched], unit_bytes, act, shards)
+            if _close(got, late) and not _close(late, exp):
+                hint = (" That counts a unit's buffer only once its all-gather landed: the landing buffer is "
+                        "allocated when the all-gather is issued.")
+            elif got < exp and _close(got, shards + max(unit_bytes)):
+                hint = " That is the steady state of one gathered unit; prefetched units and activations add to it."
+            raise AssertionError(f"peak_live_bytes for depth {depth} (unit_bytes={list(unit_bytes)}, "
+                                 f"activation_bytes={list(act)}, shard_bytes={shards}) returned {got!r}, expected "
+                                 f"{exp:g}.{hint}")
+
+
+def assert_exposed(fn: Callable[..., float], cases: Sequence[tuple[Sequence[float], Sequence[float], int]]) -> None:
+    """``fn(schedule, compute_s)`` equals :func:`exposed_communication`."""
+    for gather_s, compute_s, depth in cases:
+        sched = prefetch_schedule(gather_s, compute_s, depth)
+        call = f"exposed_communication for gather_s={list(gather_s)}, compute_s={list(compute_s)}, depth={depth}"
+        exp, got = exposed_communication(sched, compute_s), number(fn(list(sched), list(compute_s)), call)
+        if not _close(got, exp):
+            raise AssertionError(f"{call} returned {got!r}, expected {exp:g} s.")
+
+
+def assert_max_depth(fn: Callable[..., int | None], cases: Sequence[tuple]) -> None:
+    """``fn`` equals :func:`max_prefetch_depth` on every case."""
+    for case in cases:
+        gather_s, compute_s, unit_bytes, act, shards, budget = case
+        exp = max_prefetch_depth(*case)
+        got = plain(fn(*[list(c) if isinstance(c, (list, tuple)) else c for c in case]),
+                    f"max_prefetch_depth with budget {budget:g}")
+        if type(got) is not type(exp) or got != exp:
+            peaks = [peak_live_bytes(prefetch_schedule(gather_s, compute_s, d), unit_bytes, act, shards)
+                     for d in range(len(gather_s))]
+            raise AssertionError(f"max_prefetch_depth with budget {budget:g} returned {got!r}, expected {exp!r} "
+                                 f"(peak per depth: {[round(p) for p in peaks]}).")
+
+
+def assert_blocked(fn: Callable[..., float], traces: Sequence[list[tuple[str, int, float]]]) -> None:
+    """``fn(trace)`` equals :func:`blocked_waiting_s`."""
+    for trace in traces:
+        exp, got = blocked_waiting_s(trace), number(fn(list(trace)), "blocked_waiting_s(trace)")
+        if not _close(got, exp):
+            enqueue = sum(t for e, _, t in trace if e == "issue_return") - sum(t for e, _, t in trace
+                                                                              if e == "issue_call")
+            hint = (" That is the time the async calls took to return: enqueueing, not communication."
+                    if _close(got, enqueue) else "")
+            raise AssertionError(f"blocked_waiting_s returned {got!r}, expected {exp:g} s.{hint}")
+
+
+def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, num_units: int) -> None:
+    """:func:`helpers.prefetch.assert_prefetching_forward` on a plain copy of the ranks' results."""
+    prefetch.assert_prefetching_forward(plain(results, "the ranks' results"), depth, num_units)
+
+
+# --------------------------------------------------------------------------- the chapter's numbers
+
+_DIGITS = 12  # significant digits of a stored float (machine-independent, far below what a figure shows)
+
+
+def _r(value: float) -> float:
+    return float(f"{value:.{_DIGITS}g}")
+
+
+def synthetic_units(num_units: int, compute_ms: float = 1.0, comm_compute_ratio: float = 1.0,
+                    slow_unit: int | None = None, slow_factor: float = 4.0) -> tuple[list[float], list[float]]:
+    """``(gather_s, compute_s)`` (seconds) of equal units; unit ``slow_unit`` all-gathers ``slow_factor`` x longer."""
+    compute_s = [compute_ms * 1e-3] * num_units
+    gather_s = [comm_compute_ratio * compute_ms * 1e-3] * num_units
+    if slow_unit is not None:
+        gather_s[slow_unit] *= slow_factor
+    return gather_s, compute_s
+
+
+def exposed_gaps(schedule: Schedule) -> list[list[float]]:
+    """The intervals ``[E_{v-1}, S_v)`` (``E_{-1} = 0``) in which no unit computes; they add up to the exposed time."""
+    gaps, previous_end = [], 0.0
+    for _, _, start, end in schedule:
+        if start > previous_end:
+            gaps.append([previous_end, start])
+        previous_end = end
+    return gaps
+
+
+def live_memory_curve(schedule: Schedule, unit_bytes: Sequence[float], activation_bytes: Sequence[float],
+                      shard_bytes: float) -> dict[str, list[float]]:
+    """Live bytes on one rank as a step function of time, split by kind.
+
+    ``times``: every instant where something is allocated or freed, from 0 to the end of
+    forward; per kind, the bytes live on ``[times[k], times[k+1])``: ``shards``; ``landing``
+    (unit ``v``'s buffer on ``[I_v, F_v)``); ``gathered`` (on ``[F_v, E_v)``); ``activations``
+    (unit ``v``'s from ``S_v`` on); ``total``, whose maximum is :func:`peak_live_bytes`.
+    """
+    times = sorted({0.0, *(t for row in schedule for t in row)})
+    curve: dict[str, list[float]] = {"times": times, "shards": [], "landing": [], "gathered": [],
+                                     "activations": [], "total": []}
+    for t in times:
+        landing = sum(b for (i, f, _, _), b in zip(schedule, unit_bytes) if i <= t < f)
+        gathered = sum(b for (_, f, _, e), b in zip(schedule, unit_bytes) if f <= t < e)
+        acts = sum(b for (_, _, s, _), b in zip(schedule, activation_bytes) if s <= t)
+        for kind, value in (("shards", shard_bytes), ("landing", landing), ("gathered", gathered),
+                            ("activations", acts), ("total", shard_bytes + landing + gathered + acts)):
+            curve[kind].append(float(value))
+    return curve
+
+
+def depth_rows(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: Sequence[float],
+               activation_bytes: Sequence[float], shard_bytes: float, curves: bool) -> list[dict[str, Any]]:
+    """For every depth ``0..U-1``: the schedule, its gaps, forward and exposed seconds, peak bytes (and the curve)."""
+    rows = []
+    for depth in range(len(gather_s)):
+        sched = prefetch_schedule(gather_s, compute_s, depth)
+        row = {"depth": depth, "schedule": [[_r(t) for t in r] for r in sched],
+               "gaps": [[_r(a), _r(b)] for a, b in exposed_gaps(sched)], "forward_s": _r(sched[-1][3]),
+               "exposed_s": _r(exposed_communication(sched, compute_s)),
+               "peak_bytes": _r(peak_live_bytes(sched, unit_bytes, activation_bytes, shard_bytes))}
+        if curves:
+            row["curve"] = {k: [_r(v) for v in vs] for k, vs in
+                            live_memory_curve(sched, unit_bytes, activation_bytes, shard_bytes).items()}
+        rows.append(row)
+    return rows
+
+
+def scenario(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: Sequence[float],
+             activation_bytes: Sequence[float], shard_bytes: float, budgets: Sequence[float]) -> dict[str, Any]:
+    """One chapter example: its inputs, :func:`depth_rows` with curves, and the deepest depth per budget."""
+    return {"gather_s": [_r(g) for g in gather_s], "compute_s": [_r(c) for c in compute_s],
+            "unit_bytes": list(unit_bytes), "activation_bytes": list(activation_bytes), "shard_bytes": shard_bytes,
+            "depths": depth_rows(gather_s, compute_s, unit_bytes, activation_bytes, shard_bytes, curves=True),
+            "max_depth": {str(int(b)): max_prefetch_depth(gather_s, compute_s, unit_bytes, activation_bytes,
+                                                          shard_bytes, b) for b in budgets}}
+
+
+CHAPTER_UNIT_BYTES, CHAPTER_ACT_BYTES, CHAPTER_SHARD_BYTES = [100e6] * 6, [20e6] * 6, 75e6
+CHAPTER_BUDGETS = (250e6, 300e6, 400e6, 500e6)
+
+
+def chapter_results() -> dict[str, Any]:
+    """Chapter 08's three examples: even units, unit 2's all-gather 5x slower, all-gathers 1.5x the compute."""
+    sizes = (CHAPTER_UNIT_BYTES, CHAPTER_ACT_BYTES, CHAPTER_SHARD_BYTES, CHAPTER_BUDGETS)
+    long = synthetic_units(6, 1.0, 1.5)
+    sched = prefetch_schedule(*long, 1)
+    from_landing = peak_live_bytes([(f, f, s, e) for _, f, s, e in sched], *sizes[:3])
+    return {"even": scenario(*synthetic_units(6, 1.0, 0.6), *sizes),
+            "slow": scenario(*synthetic_units(6, 1.0, 0.6, slow_unit=2, slow_factor=5), *sizes),
+            "long": scenario(*long, *sizes) | {"depth_1_peak_from_landing": _r(from_landing)}}
+
+
+EXPLORER_UNITS = (4, 6, 8)
+EXPLORER_RATIOS = (0.25, 0.6, 1.0, 1.5, 3.0)
+EXPLORER_ACTIVATION_MB = (0, 20, 50, 100)
+EXPLORER_BUDGET_MB = (250, 300, 350, 400, 450, 500, 600, 800, 1000)
+EXPLORER_UNIT_MB, EXPLORER_WORLD_SIZE, EXPLORER_SLOW_FACTOR = 100, 8, 5.0
+
+
+def explorer_config(num_units: int, ratio: float, slow_unit: int) -> dict[str, Any]:
+    """One timing setting of the explorer: per depth the schedule and, per activation size, the peak and best depth."""
+    gather_s, compute_s = synthetic_units(num_units, 1.0, ratio, None if slow_unit < 0 else slow_unit,
+                                          EXPLORER_SLOW_FACTOR)
+    unit_bytes = [EXPLORER_UNIT_MB * 1e6] * num_units
+    shard_bytes = num_units * EXPLORER_UNIT_MB * 1e6 / EXPLORER_WORLD_SIZE
+    rows = depth_rows(gather_s, compute_s, unit_bytes, [0.0] * num_units, shard_bytes, curves=False)
+    peaks: dict[str, list[float]] = {}
+    best: dict[str, dict[str, int | None]] = {}
+    for act in EXPLORER_ACTIVATION_MB:
+        acts = [act * 1e6] * num_units
+        peaks[str(act)] = [_r(peak_live_bytes(prefetch_schedule(gather_s, compute_s, d), unit_bytes, acts,
+                                              shard_bytes)) for d in range(num_units)]
+        best[str(act)] = {str(b): max_prefetch_depth(gather_s, compute_s, unit_bytes, acts, shard_bytes, b * 1e6)
+                          for b in EXPLORER_BUDGET_MB}
+    for row in rows:
+        del row["peak_bytes"]
+    return {"gather_s": [_r(g) for g in gather_s], "compute_s": [_r(c) for c in compute_s], "shard_bytes": shard_bytes,
+            "depths": rows, "peak_bytes": peaks, "max_depth": best}
+
+
+def explorer_slow_units(num_units: int) -> list[int]:
+    """The slow-unit choices of the explorer: none (-1), the first two, the middle and the last unit."""
+    return sorted({-1, 0, 1, num_units // 2, num_units - 1})
+
+
+def explorer_results() -> dict[str, Any]:
+    """Every slider setting of :func:`helpers.prefetch_plots.prefetch_explorer`."""
+    return {"num_units": list(EXPLORER_UNITS), "ratios": list(EXPLORER_RATIOS),
+            "slow_units": {str(u): explorer_slow_units(u) for u in EXPLORER_UNITS},
+            "activation_mb": list(EXPLORER_ACTIVATION_MB), "budget_mb": list(EXPLORER_BUDGET_MB),
+            "unit_mb": EXPLORER_UNIT_MB, "world_size": EXPLORER_WORLD_SIZE, "slow_factor": EXPLORER_SLOW_FACTOR,
+            "configs": {f"{u}/{ratio}/{slow}": explorer_config(u, ratio, slow)
+                        for u in EXPLORER_UNITS for ratio in EXPLORER_RATIOS for slow in explorer_slow_units(u)}}
+
+
+STORED = {"08_chapter": chapter_results, "08_explorer": explorer_results}

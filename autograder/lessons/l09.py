@@ -1,0 +1,507 @@
+"""Lesson 09, equivalence tests: the reference checker, hidden checks and the chapter's stored results.
+
+An **update state** is a flat ``dict[str, torch.Tensor]`` captured right after an optimizer
+step, every value a float64 copy (the mask bool), with the keys
+
+* ``"loss"``: the global (all-rank) loss of the step, a 0-dim tensor;
+* ``"clip_coef"``: the gradient-clipping coefficient applied (1.0 when nothing was clipped);
+* ``"mask"``: the bool mask of the rows that counted in the loss (whole global batch);
+* ``"grad/<name>"``: the gradient the optimizer used (averaged and clipped);
+* ``"param/<name>"``: the parameter after the step;
+* ``"exp_avg/<name>"``, ``"exp_avg_sq/<name>"``, ``"step/<name>"``: Adam's state after the step.
+
+The runs themselves (the problem, the float64 reference, the zoo on gloo ranks) are
+student-side (:mod:`helpers.equivalence`); here their snapshots become update states, the
+reference checker judges them, and the checks pass a student's values through
+:mod:`autograder.plain` before comparing. Tolerances are relative, in the 2-norm, counted in
+machine epsilons ("ulps") of the dtype a run computed in.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import nn
+
+from autograder.plain import plain
+from helpers import equivalence as eq
+from helpers.equivalence import FAMILIES, dtype_name, key_family, ordered_keys
+
+State = dict[str, torch.Tensor]
+Verdict = tuple[int, list[str]] | None
+TOLERANCE_ULPS = 64  # a run may drift this many machine epsilons (relative, in 2-norm) from the reference
+_ABS_SLACK = 1e-12  # absolute slack of a comparison, so that zero tensors compare equal
+DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
+CHECKED_DTYPES = DTYPES + (torch.float8_e4m3fn, torch.float8_e5m2)  # more than the chapter stores
+EXPLORER_ULPS = tuple(2 ** k for k in range(13))  # the chapter explorer's slider: 1 .. 4096 ulps
+
+
+# --------------------------------------------------------------------------- references
+
+
+def update_state(snap: dict[str, Any]) -> State:
+    """The update state of a :func:`helpers.equivalence.snapshot` (float64 copies, mask bool)."""
+    state: State = {"loss": snap["loss"].double().clone(), "clip_coef": snap["clip_coef"].double().clone(),
+                    "mask": snap["mask"].clone()}
+    for index, name in enumerate(snap["params"]):
+        adam = snap["adam"][index]
+        state[f"grad/{name}"] = snap["grads"][name].double().clone()
+        state[f"param/{name}"] = snap["params"][name].double().clone()
+        state[f"exp_avg/{name}"] = adam["exp_avg"].double().clone()
+        state[f"exp_avg_sq/{name}"] = adam["exp_avg_sq"].double().clone()
+        state[f"step/{name}"] = torch.as_tensor(adam["step"]).double().clone()
+    return state
+
+
+def capture_update_state(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+                         clip_coef: torch.Tensor, mask: torch.Tensor) -> State:
+    """Reference of exercise 1: the update state right after ``optimizer.step()``."""
+    return update_state(eq.snapshot(model, optimizer, loss, clip_coef, mask))
+
+
+def tolerance(dtype: torch.dtype, ulps: float = TOLERANCE_ULPS) -> float:
+    """Relative 2-norm tolerance for a run computed in ``dtype``: ``ulps * finfo(dtype).eps`` (64 by default)."""
+    return ulps * torch.finfo(dtype).eps
+
+
+def tensors_match(reference: torch.Tensor, candidate: torch.Tensor, rtol: float) -> bool:
+    """Same shape and ``||c - r||_2 <= rtol * ||r||_2 + 1e-12`` in float64; bool tensors exactly."""
+    if reference.shape != candidate.shape:
+        return False
+    if reference.dtype == torch.bool or candidate.dtype == torch.bool:
+        return torch.equal(reference.bool(), candidate.bool())
+    r, c = reference.double(), candidate.double()
+    return bool((c - r).norm() <= rtol * r.norm() + _ABS_SLACK)
+
+
+def _exact(key: str) -> bool:
+    """Step counters compare exactly (a counter is an integer); bool tensors always do."""
+    return key.startswith("step/")
+
+
+def compare_update_states(reference: State, candidate: State, dtype: torch.dtype,
+                          ulps: float = TOLERANCE_ULPS) -> list[str]:
+    """Reference of exercise 3: sorted keys of ``reference`` missing from ``candidate`` or differing.
+
+    ``step/*`` keys compare exactly; everything else with :func:`tensors_match` at
+    :func:`tolerance` of ``dtype`` (``ulps`` epsilons).
+    """
+    rtol = tolerance(dtype, ulps)
+    return sorted(key for key, ref in reference.items()
+                  if key not in candidate or not tensors_match(ref, candidate[key], 0.0 if _exact(key) else rtol))
+
+
+def first_divergence(reference_steps: Sequence[State], candidate_steps: Sequence[State], dtype: torch.dtype
+                     ) -> Verdict:
+    """Reference of exercise 4: ``(step index, differing keys)`` of the first differing step, else ``None``."""
+    for step, (ref, cand) in enumerate(zip(reference_steps, candidate_steps)):
+        bad = compare_update_states(ref, cand, dtype)
+        if bad:
+            return step, bad
+    return None
+
+
+# --------------------------------------------------------------------------- runs as update states
+
+
+def reference_run(problem: eq.Problem | None = None) -> list[State]:
+    """The float64 reference's update states, one per step."""
+    return [update_state(s) for s in eq.reference_run(problem)]
+
+
+def run_zoo(problem: eq.Problem | None = None, names: Sequence[str] | None = None
+            ) -> dict[str, tuple[torch.dtype, list[State]]]:
+    """Zoo members on 2 gloo ranks as update states: ``{name: (compute dtype, states per step)}``."""
+    return {name: (dtype, [update_state(s) for s in snaps])
+            for name, (dtype, snaps) in eq.run_zoo(problem, names).items()}
+
+
+def capture_run(capture_fn: Callable[..., Any], problem: eq.Problem | None = None) -> tuple[list[Any], list[State]]:
+    """Train float32 single-process Adam with clipping; capture every step with the reference, then ``capture_fn``.
+
+    Returns ``(what capture_fn returned, the reference's states)``. Gradients are zeroed in
+    place, so a capture that keeps live tensors sees them change in later steps; the
+    reference captures first, so a ``capture_fn`` that edits the model cannot move it.
+    """
+    problem = problem or eq.make_problem()
+    model = eq.build_model(problem, torch.float32)
+    optimizer = eq.build_adam(model, problem)
+    mine, ref = [], []
+    for x, y, mask in problem.batches:
+        optimizer.zero_grad(set_to_none=False)
+        loss = eq.masked_mse(model(x), y, mask, mask.sum().item() * eq.OUT_FEATURES)
+        loss.backward()
+        coef = eq.clip(model).float()
+        optimizer.step()
+        ref.append(capture_update_state(model, optimizer, loss, coef, mask))
+        mine.append(capture_fn(model, optimizer, loss, coef, mask))
+    return mine, ref
+
+
+def synthetic_cases(problem: eq.Problem | None = None) -> list[tuple[str, State, State, torch.dtype]]:
+    """``(description, reference, candidate, dtype)`` cases built from the reference's first state."""
+    ref = reference_run(problem or eq.make_problem())[0]
+    g = torch.Generator().manual_seed(1)
+
+    def edit(**changes: Callable[[str, torch.Tensor], torch.Tensor | None]) -> State:
+        out = {}
+        for key, value in ref.items():
+            value = value.clone()
+            for family, change in changes.items():
+                if key_family(key) == family:
+                    value = change(key, value)
+            if value is not None:
+                out[key] = value
+        return out
+
+    def noise(scale: float) -> Callable[[str, torch.Tensor], torch.Tensor]:
+        return lambda k, v: v * (1 + scale * torch.randn(v.shape, generator=g, dtype=v.dtype))
+
+    def one_outlier(key: str, v: torch.Tensor) -> torch.Tensor:
+        """The element closest to zero moves by 1e-3 of the tensor's norm: huge elementwise, tiny norm-wise."""
+        flat = v.flatten().clone()
+        flat[flat.abs().argmin()] += 1e-3 * v.norm()
+        return flat.view_as(v)
+
+    return [
+        ("identical", ref, edit(), torch.float32),
+        ("float32 rounding of everything", ref, {k: v.float() if v.is_floating_point() else v for k, v in ref.items()},
+         torch.float32),
+        ("gradients off by 1e-4 (relative): visible in fp32", ref, edit(grad=noise(1e-4)), torch.float32),
+        ("gradients off by 1e-4 (relative): inside bf16's tolerance", ref, edit(grad=noise(1e-4)), torch.bfloat16),
+        ("step counter one too high", ref, edit(step=lambda k, v: v + 1), torch.bfloat16),
+        ("moments rounded to bfloat16", ref, edit(exp_avg=lambda k, v: v.bfloat16().double(),
+                                                   exp_avg_sq=lambda k, v: v.bfloat16().double()), torch.float32),
+        ("one mask entry flipped", ref, edit(mask=lambda k, v: v ^ (torch.arange(v.numel()) == 3)), torch.bfloat16),
+        ("the loss alone is off", ref, edit(loss=lambda k, v: v * 1.01), torch.float32),
+        ("clip coefficient alone is off", ref, edit(clip_coef=lambda k, v: v * 0.5), torch.float32),
+        ("one element off by 1e-3 of the tensor's norm: bf16 accepts it", ref, edit(param=one_outlier), torch.bfloat16),
+        ("parameters missing", ref, edit(param=lambda k, v: None), torch.float32),
+        ("a flattened parameter", ref, edit(param=lambda k, v: v.flatten()), torch.bfloat16),
+    ]
+
+
+# --------------------------------------------------------------------------- hidden checks
+
+
+def _copies(states: Sequence[State]) -> list[State]:
+    """Fresh copies for a student's function, so that it cannot edit what the next check uses."""
+    return [{k: v.clone() for k, v in s.items()} for s in states]
+
+
+def assert_capture(capture_fn: Callable[..., Any], problem: eq.Problem | None = None) -> None:
+    """``capture_fn`` returns every key, as float64 copies (bool mask) that later steps do not change."""
+    mine, ref = capture_run(capture_fn, problem)
+    for step, (raw, exp) in enumerate(zip(mine, ref)):
+        got = plain(raw, f"capture_update_state's result at step {step}")  # read only now: aliasing shows
+        if type(got) is not dict:
+            raise AssertionError(f"capture_update_state must return a dict, got {type(raw).__name__}")
+        missing, extra = sorted(set(exp) - set(got)), sorted(set(got) - set(exp))
+        if missing or extra:
+            raise AssertionError(f"step {step}: keys missing {missing[:6]}{'...' if len(missing) > 6 else ''}, "
+                                 f"unexpected {extra[:6]}. Expected loss, clip_coef, mask and grad/, param/, "
+                                 f"exp_avg/, exp_avg_sq/, step/ for every named parameter.")
+        for key, value in exp.items():
+            value_got = got[key]
+            if type(value_got) is not torch.Tensor or value_got.dtype != value.dtype or value_got.shape != value.shape:
+                raise AssertionError(f"step {step}, {key!r}: expected a {value.dtype} tensor of shape "
+                                     f"{tuple(value.shape)}, got {_describe(value_got)}.")
+            if not torch.equal(value_got, value):
+                later = " It changed after it was captured: store copies (detach().clone()), not the live tensors." \
+                    if step < len(ref) - 1 else ""
+                raise AssertionError(f"step {step}, {key!r}: the captured value differs from the model's state "
+                                     f"right after that step.{later}")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def assert_tolerance(fn: Callable[[torch.dtype], Any]) -> None:
+    """``fn(dtype)`` is the float ``64 * finfo(dtype).eps`` for every floating dtype, float8 included."""
+    for dtype in CHECKED_DTYPES:
+        got, exp = fn(dtype), tolerance(dtype)
+        if type(got) is not float:
+            raise AssertionError(f"tolerance({dtype}) returned a {type(got).__name__}; return a Python float")
+        if abs(got - exp) > 1e-9 * exp:
+            same = " One tolerance for every dtype either fails a correct bf16 run or passes a broken fp32 one." \
+                if repr(fn(torch.float32)) == repr(fn(torch.bfloat16)) else ""
+            raise AssertionError(f"tolerance({dtype}) returned {got!r}, expected 64 * torch.finfo({dtype}).eps = "
+                                 f"{exp:.6g}.{same}")
+
+
+def assert_compare(fn: Callable[[State, State, torch.dtype], Any],
+                   cases: Sequence[tuple[str, State, State, torch.dtype]]) -> None:
+    """``fn`` returns the reference's sorted list of differing keys on every case."""
+    for description, ref, cand, dtype in cases:
+        exp = compare_update_states(ref, cand, dtype)
+        raw = fn(*_copies([ref, cand]), dtype)
+        got = plain(raw, "compare_update_states' result")
+        if got != exp:
+            families = sorted({key_family(k) for k in exp})
+            raise AssertionError(
+                f"case '{description}' ({dtype}): compare_update_states returned {_short(got)}, expected "
+                f"{_short(exp)} (key families {families}).{_compare_hint(got, exp)}")
+
+
+def _short(keys: Any) -> str:
+    if type(keys) is not list:
+        return repr(keys)[:80]
+    return repr(keys) if len(keys) <= 5 else repr(keys[:5])[:-1] + f", ... ({len(keys)} keys)]"
+
+
+def _compare_hint(got: Any, exp: list[str]) -> str:
+    if type(got) is not list:
+        return " Return a sorted list of keys."
+    missed = {key_family(k) for k in set(exp) - set(got)}
+    if missed:
+        return f" Keys of families {sorted(missed)} were not flagged: compare every key of the reference."
+    if set(got) - set(exp):
+        return (" Extra keys were flagged: use the 2-norm relative error per tensor at tolerance(dtype), "
+                "compare step/ keys exactly.")
+    return " Sort the keys, each once."
+
+
+def _divergence(fn: Callable[..., Any], reference_steps: Sequence[State], candidate_steps: Sequence[State],
+                dtype: torch.dtype) -> Any:
+    """A student's ``first_divergence`` on copies, as ``(int, list)`` or ``None``; malformed values unchanged."""
+    value = plain(fn(_copies(reference_steps), _copies(candidate_steps), dtype), "first_divergence's result")
+    if type(value) in (tuple, list) and len(value) == 2 and type(value[0]) is int and type(value[1]) in (tuple, list):
+        return value[0], list(value[1])
+    return value
+
+
+def assert_first_divergence(fn: Callable[..., Any]) -> None:
+    """``fn`` finds the first diverging step (and its keys) in synthetic runs."""
+    cases = synthetic_cases()
+    ref = cases[0][1]
+    same, step_bug, grad_bug = cases[0][2], cases[4][2], cases[2][2]
+    for description, refs, cands, dtype in [
+        ("no divergence", [ref] * 3, [same] * 3, torch.float32),
+        ("divergence from step 1", [ref] * 3, [same, grad_bug, step_bug], torch.float32),
+        ("divergence at the last step", [ref] * 3, [same, same, step_bug], torch.float32),
+        ("fp32-visible gradient error under a bf16 tolerance: no divergence", [ref] * 2, [grad_bug, same],
+         torch.bfloat16),
+    ]:
+        exp, got = first_divergence(refs, cands, dtype), _divergence(fn, refs, cands, dtype)
+        if got != exp:
+            raise AssertionError(f"first_divergence on '{description}' returned {got!r:.120}, expected {exp!r:.120}.")
+
+
+def assert_zoo(fn: Callable[..., Any], runs: dict[str, tuple[torch.dtype, list[State]]],
+               reference_steps: Sequence[State], also_as: torch.dtype | None = None) -> None:
+    """On every zoo run, ``fn`` gives the reference checker's verdict (with the run's dtype, and ``also_as``)."""
+    for name, (dtype, states) in runs.items():
+        for as_dtype in dict.fromkeys([dtype, also_as or dtype]):
+            exp, got = first_divergence(reference_steps, states, as_dtype), _divergence(fn, reference_steps, states,
+                                                                                          as_dtype)
+            if got != exp:
+                wrong = eq.ZOO[name][1] or "nothing: it is a correct run"
+                raise AssertionError(
+                    f"zoo run '{name}' checked as {as_dtype}: your checker says {_verdict(got)}, the reference "
+                    f"checker says {_verdict(exp)}. What is wrong with this run: {wrong}.")
+
+
+def _verdict(v: Any) -> str:
+    if v is None:
+        return "equivalent"
+    if type(v) is tuple and len(v) == 2:
+        return f"diverges at step {v[0]} in {sorted({key_family(k) for k in v[1]})}"
+    return repr(v)[:80]
+
+
+# --------------------------------------------------------------------------- measurements for the chapter
+
+
+def relative_error(reference: torch.Tensor, candidate: torch.Tensor | None) -> float:
+    """``||c - r||_2 / ||r||_2`` in float64 (bools count as 0/1); ``inf`` for a missing or misshapen candidate.
+
+    A zero reference gives 0 when the candidate is zero too, else ``inf``.
+    """
+    if candidate is None or reference.shape != candidate.shape:
+        return math.inf
+    r, c = reference.double(), candidate.double()
+    diff, scale = (c - r).norm().item(), r.norm().item()
+    if scale == 0.0:
+        return 0.0 if diff == 0.0 else math.inf
+    return diff / scale
+
+
+def tolerance_ratio(key: str, reference: torch.Tensor, candidate: torch.Tensor | None, dtype: torch.dtype) -> float:
+    """``||c - r||_2 / (rtol * ||r||_2 + 1e-12)`` at 64 ulps of ``dtype``: at most 1 exactly when the key passes.
+
+    Exact keys (``step/*``, bool) use ``rtol = 0`` (a counter off by one gives ``1e12``);
+    equal bools give 0, different ones ``inf``, and so does a missing or misshapen candidate.
+    """
+    if candidate is None or reference.shape != candidate.shape:
+        return math.inf
+    if reference.dtype == torch.bool:
+        return 0.0 if torch.equal(reference, candidate.bool()) else math.inf
+    rtol = 0.0 if _exact(key) else tolerance(dtype)
+    r, c = reference.double(), candidate.double()
+    return (c - r).norm().item() / (rtol * r.norm().item() + _ABS_SLACK)
+
+
+def _elementwise_fails(reference: State, candidate: State, dtype: torch.dtype) -> list[str]:
+    """Keys failing an elementwise ``|c_i - r_i| <= rtol |r_i| + 1e-12`` at the run's tolerance (a wrong checker)."""
+    rtol = tolerance(dtype)
+    bad = []
+    for key, ref in reference.items():
+        cand = candidate.get(key)
+        if cand is None or cand.shape != ref.shape:
+            bad.append(key)
+            continue
+        r, c = ref.double(), cand.double()
+        tol = 0.0 if _exact(key) or ref.dtype == torch.bool else rtol
+        if bool(((c - r).abs() > tol * r.abs() + _ABS_SLACK).any()):
+            bad.append(key)
+    return sorted(bad)
+
+
+def _without(families: tuple[str, ...], keys: list[str]) -> list[str]:
+    return [k for k in keys if key_family(k) not in families]
+
+
+CHECKERS: dict[str, tuple[str, Callable[[State, State, torch.dtype], list[str]]]] = {
+    "loss only": ("compares the loss, at the run's dtype tolerance",
+                  lambda r, c, d: [k for k in compare_update_states(r, c, d) if k == "loss"]),
+    "fixed fp32 tolerance": ("every key, 64 ulps of float32 for every run",
+                             lambda r, c, d: compare_update_states(r, c, torch.float32)),
+    "fixed bf16 tolerance": ("every key, 64 ulps of bfloat16 for every run",
+                             lambda r, c, d: compare_update_states(r, c, torch.bfloat16)),
+    "no moments, no step": ("every key but exp_avg, exp_avg_sq and step, run's dtype",
+                            lambda r, c, d: _without(("exp_avg", "exp_avg_sq", "step"), compare_update_states(r, c, d))),
+    "elementwise rtol": ("every key, |c_i - r_i| <= rtol |r_i| per element, run's dtype", _elementwise_fails),
+    "update state (reference)": ("the course's checker: every key, 2-norm, run's dtype", compare_update_states),
+}
+"""Checkers the chapter compares: ``{name: (what it compares, differing keys of (reference, candidate, dtype))}``."""
+
+
+def _first_failing_step(reference_steps: Sequence[State], states: Sequence[State], dtype: torch.dtype,
+                        fails: Callable[[State, State, torch.dtype], list[str]]) -> int | None:
+    return next((s for s, (r, c) in enumerate(zip(reference_steps, states)) if fails(r, c, dtype)), None)
+
+
+def _passes_from(key: str, reference: torch.Tensor, candidate: torch.Tensor, dtype: torch.dtype) -> int | None:
+    """Index into :data:`EXPLORER_ULPS` of the smallest tolerance at which the key passes (``None``: none does)."""
+    for index, ulps in enumerate(EXPLORER_ULPS):
+        if not compare_update_states({key: reference}, {key: candidate}, dtype, ulps):
+            return index
+    return None
+
+
+def _sig(value: float, digits: int = 3) -> float | None:
+    """``value`` rounded to ``digits`` significant digits (stable in JSON); ``None`` for infinity."""
+    return float(f"{value:.{digits}g}") if math.isfinite(value) else None
+
+
+def _as_json(verdict: Verdict) -> list | None:
+    return None if verdict is None else [verdict[0], verdict[1]]
+
+
+@functools.lru_cache(maxsize=1)
+def _measured_zoo() -> tuple[list[State], dict[str, tuple[torch.dtype, list[State]]]]:
+    """The reference and the whole zoo on the default problem (runs once per process)."""
+    return reference_run(), run_zoo()
+
+
+def stored_zoo() -> dict[str, Any]:
+    """``09_zoo``: per zoo run and step, each key's error, tolerance ratio, verdict and the tolerance it needs.
+
+    ``names`` lists the runs in zoo order (JSON objects are stored with sorted keys), ``keys``
+    orders every per-key list; ``errors`` are relative 2-norm errors (``None``:
+    infinite), ``ratios`` tolerance ratios at 64 ulps of the run's dtype, ``failing`` the keys
+    the course's checker rejects there, and ``passes_from[dtype]`` the index into ``ulps`` of
+    the smallest tolerance (in ulps of that dtype) at which each key passes (``None``: none).
+    """
+    reference, runs = _measured_zoo()
+    keys = ordered_keys(reference[0])
+    out: dict[str, Any] = {"names": list(runs), "keys": keys,
+                           "families": [f for f in FAMILIES if any(key_family(k) == f for k in keys)],
+                           "ulps": list(EXPLORER_ULPS), "tolerance": {dtype_name(d): tolerance(d) for d in DTYPES},
+                           "runs": {}}
+    for name, (dtype, states) in runs.items():
+        pairs = list(zip(reference, states))
+        out["runs"][name] = {
+            "dtype": dtype_name(dtype), "bug": eq.ZOO[name][1],
+            "errors": [[_sig(relative_error(r[k], c.get(k))) for k in keys] for r, c in pairs],
+            "ratios": [[_sig(tolerance_ratio(k, r[k], c.get(k), dtype)) for k in keys] for r, c in pairs],
+            "failing": [compare_update_states(r, c, dtype) for r, c in pairs],
+            "passes_from": {dtype_name(d): [[_passes_from(k, r[k], c[k], d) for k in keys] for r, c in pairs]
+                            for d in DTYPES},
+        }
+    return out
+
+
+def stored_zoo_verdicts() -> dict[str, Any]:
+    """``09_zoo_verdicts``: the course checker's ``first_divergence`` on every zoo run, as float32 and as bfloat16.
+
+    ``{"names": runs in zoo order, "runs": {run: {"dtype": its compute dtype, "bug": what is wrong
+    or None, "as": {dtype: [step, keys] or None}}}}``.
+    """
+    reference, runs = _measured_zoo()
+    return {"names": list(runs),
+            "runs": {name: {"dtype": dtype_name(dtype), "bug": eq.ZOO[name][1],
+                            "as": {dtype_name(d): _as_json(first_divergence(reference, states, d))
+                                   for d in (torch.float32, torch.bfloat16)}}
+                     for name, (dtype, states) in runs.items()}}
+
+
+def stored_checker_verdicts() -> dict[str, Any]:
+    """``09_checker_verdicts``: the first step each checker of :data:`CHECKERS` rejects on each zoo run.
+
+    ``{"checkers": [[name, what it compares], ...], "names": runs in zoo order,
+    "broken": [runs with a bug], "verdicts": {checker: {run: step or None}}}``.
+    """
+    reference, runs = _measured_zoo()
+    return {"checkers": [[name, what] for name, (what, _) in CHECKERS.items()], "names": list(runs),
+            "broken": [name for name in runs if eq.ZOO[name][1]],
+            "verdicts": {checker: {name: _first_failing_step(reference, states, dtype, fails)
+                                   for name, (dtype, states) in runs.items()}
+                         for checker, (_, fails) in CHECKERS.items()}}
+
+
+def stored_adam_scale_invariance(scales: Sequence[float] = (0.5, 2, 4, 8, 16, 64)) -> dict[str, Any]:
+    """``09_adam_scale_invariance``: worst relative 2-norm difference per family after 3 float64 steps with
+    gradients scaled by ``s``, against ``s = 1``, for a fresh unclipped Adam and the course's resumed, clipped one.
+    """
+    families = ["grad", "exp_avg", "exp_avg_sq", "param", "clip_coef", "loss"]
+    setups = [("fresh Adam, no clipping", dict(clipped=False, resume_step=0)),
+              ("resumed Adam (step 1000), global-norm clipping", dict(clipped=True))]
+    out: dict[str, Any] = {"scales": [float(s) for s in scales], "families": families,
+                           "float32_tolerance": tolerance(torch.float32), "setups": []}
+    for title, knobs in setups:
+        base = update_state(eq.single_process_run(**knobs)[-1])
+        scaled = [update_state(eq.single_process_run(grad_scale=s, **knobs)[-1]) for s in scales]
+        worst = {f: [_sig(max(relative_error(base[k], state[k]) for k in base if key_family(k) == f))
+                     for state in scaled] for f in families}
+        out["setups"].append({"title": title, "difference": worst})
+    return out
+
+
+def stored_lr_drift(steps: int = 20) -> dict[str, Any]:
+    """``09_lr_drift``: worst tolerance ratio (64 ulps of float32) per step of a float32 run against float64.
+
+    ``{"steps": steps, "runs": [{"lr": learning rate, "worst_ratio": [per step]}, ...]}``.
+    """
+    problem = eq.make_problem(steps=steps)
+    runs = []
+    for lr in (1e-5, 1e-1):
+        ref64 = [update_state(s) for s in eq.single_process_run(problem, lr=lr)]
+        run32 = [update_state(s) for s in eq.single_process_run(problem, lr=lr, dtype=torch.float32)]
+        runs.append({"lr": lr, "worst_ratio": [_sig(max(tolerance_ratio(k, r[k], c[k], torch.float32) for k in r))
+                                               for r, c in zip(ref64, run32)]})
+    return {"steps": steps, "runs": runs}
+
+
+STORED = {
+    "09_zoo": stored_zoo,
+    "09_zoo_verdicts": stored_zoo_verdicts,
+    "09_checker_verdicts": stored_checker_verdicts,
+    "09_adam_scale_invariance": stored_adam_scale_invariance,
+    "09_lr_drift": stored_lr_drift,
+}

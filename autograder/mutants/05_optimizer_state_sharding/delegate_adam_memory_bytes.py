@@ -1,0 +1,14 @@
+# assignment: 05_optimizer_state_sharding
+# grade_id: zero1_memory
+# catches: delegating to the ZeRO calculator the course used to ship (helpers.costs no longer exists in the student copy)
+from helpers.costs import adam_memory_bytes
+
+
+def zero1_bytes_per_rank(num_params: int, world_size: int, k: int = 12) -> float:
+    """Bytes per rank of fp16 params + fp16 grads (replicated) + k bytes/param of optimizer state sharded N ways."""
+    return adam_memory_bytes(num_params, world_size, 1, k)
+
+
+def min_world_size(num_params: int, budget_bytes: float, k: int = 12) -> int | None:
+    """Smallest world size N >= 1 with zero1_bytes_per_rank(num_params, N, k) <= budget_bytes, or None."""
+    return next((n for n in range(1, 100_000) if zero1_bytes_per_rank(num_params, n, k) <= budget_bytes), None)
