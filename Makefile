@@ -20,6 +20,8 @@ lab: setup
 # Assignments checked at once. Gradings wait on kernels and rank processes much of the time:
 # on 2 cores, 3 at once gave 95 s of check per assignment against 117 s with 2 and 100 s with 4.
 CHECK_JOBS ?= 3
+# Seconds per assignment with CHECK_JOBS at once (09 grades 30+ notebooks, each a fresh kernel).
+CHECK_BUDGET ?= 1500
 
 # pytest exit code 5 means "no tests collected": that is a failure, not a pass.
 test: setup
@@ -27,13 +29,13 @@ test: setup
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 	$(PY) -m autograder release --check
 	$(PY) -m autograder store --check
-	$(PY) -m autograder check --jobs $(CHECK_JOBS)
+	$(PY) -m autograder check --jobs $(CHECK_JOBS) --budget $(CHECK_BUDGET)
 
 release: setup
 	$(PY) -m autograder release
 
 check: setup
-	$(PY) -m autograder check --jobs $(CHECK_JOBS)
+	$(PY) -m autograder check --jobs $(CHECK_JOBS) --budget $(CHECK_BUDGET)
 
 store: setup
 	$(PY) -m autograder store

@@ -1,8 +1,6 @@
 """The course's grading machinery: nbgrader config, grading, mutants and the course check.
 
-Command line: ``python -m autograder {release,grade,check} ...`` (see ``--help``).
+Command line: ``python -m autograder {release,grade,check,store,student-copy} ...`` (see
+``--help``). Nothing is imported here: hidden tests import ``autograder.lessons.lNN`` in the
+grading kernel, and that must not pay for nbgrader and nbformat.
 """
-from .course import CourseError
-from .grading import GradeResult, GradingError, grade_notebook
-
-__all__ = ["CourseError", "GradeResult", "GradingError", "grade_notebook"]

@@ -11,8 +11,10 @@ listed in launch order; times are seconds, alpha seconds per message, beta secon
 from __future__ import annotations
 
 import itertools
+import sys
 from typing import Any, Callable, Sequence
 
+import cloudpickle
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -23,10 +25,14 @@ from autograder.plain import plain
 from helpers import buckets
 from helpers.buckets import MB, Buckets, grad_bytes
 from helpers.checks import first_difference
+from helpers.cluster import run
 from helpers.models import OutOfOrderMLP, TinyMLP, make_regression_batch
 from helpers.reference import mse, rank_shard, state_of
 
 Schedule = list[tuple[float, float, float]]
+# Ship this module's rank-side code by value: a rank then never imports the autograder package
+# (its nbgrader imports cost seconds per rank process, far more on a loaded machine).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 # --------------------------------------------------------------------------- references
@@ -277,6 +283,15 @@ def assert_grads_averaged(result: Sequence[dict[str, Any]], slow: bool) -> None:
 def assert_backward_averaged(result: Sequence[dict[str, Any]]) -> None:
     """:func:`helpers.buckets.assert_backward_averaged` on plain copies of the ranks' gradients."""
     buckets.assert_backward_averaged(plain(result, "the gradients after wait()"))
+
+
+def check_train_step(train_step_fn: Callable[..., float], model_fn: Callable[[], nn.Module],
+                     batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float, world_size: int,
+                     bucket_cap_bytes: int, first_bucket_cap_bytes: int) -> None:
+    """Hidden check of ``train_step``: :func:`train_on_rank` on a gloo group, then :func:`assert_training_like_ddp`."""
+    out = run(train_on_rank, train_step_fn, model_fn, batches, lr, bucket_cap_bytes, first_bucket_cap_bytes,
+              world_size=world_size, timeout=60)
+    assert_training_like_ddp(out, model_fn(), batches, lr)
 
 
 def assert_training_like_ddp(result: Sequence[dict[str, Any]], model: nn.Module,
