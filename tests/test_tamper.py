@@ -125,7 +125,7 @@ def test_feedback_hides_hidden_tests(grader):
     ("p.grad = None\nsetattr(self, 'w', 1)\nsuper().__init__()", None),
     ("torch.Tensor.__eq__ = f", "assigns to torch.Tensor.__eq__"),
     ("import sys\nsys.modules['torch']", "uses sys.modules"),
-    ("x = locals()['get_ipython']", "uses locals"),
+    ("x = locals()['add']", "uses locals"),
     ("%%time\nmath.pi = 3", "inside a magic"),
     ("type(model).forward = f", "an attribute of a class"),
 ])
