@@ -71,6 +71,7 @@ def python_source(cell_source: str) -> str:
 def imported_names(sources: list[str]) -> set[str]:
     """Names bound by ``import`` statements (and aliases of them) anywhere in ``sources``."""
     names: set[str] = set()
+    modules: set[str] = set()  # bound by ``import x``: always modules, never the student's variable
     trees = []
     for source in sources:
         try:
@@ -80,9 +81,11 @@ def imported_names(sources: list[str]) -> set[str]:
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+                modules.update((a.asname or a.name).split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 names.update(a.asname or a.name for a in node.names)
+    names -= _own_variables(trees, names | modules)
+    names |= modules
     changed = True
     while changed:  # m = torch.nn  makes m a module too
         changed = False
@@ -95,6 +98,25 @@ def imported_names(sources: list[str]) -> set[str]:
                             names.add(target.id)
                             changed = True
     return names
+
+
+def _own_variables(trees: list[ast.AST], names: set[str]) -> set[str]:
+    """Imported names the notebook also binds to its own values (``load = [0] * n``, a parameter ``run``).
+
+    Such a name is the student's variable somewhere, so ``load[r] += 1`` must not be read as
+    writing into a module. Binding it to a module chain (``checks = checks``) does not count.
+    """
+    own: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and not (_is_chain(node.value) and _root(node.value) in names):
+                own.update(t.id for t in _flatten(list(node.targets)) if isinstance(t, ast.Name))
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.AnnAssign, ast.NamedExpr)):
+                own.update(t.id for t in _flatten([node.target]) if isinstance(t, ast.Name))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                args = node.args
+                own.update(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs)
+    return own
 
 
 def _is_chain(node: ast.AST) -> bool:

@@ -128,7 +128,11 @@ def test_feedback_hides_hidden_tests(grader):
     ("x = locals()['add']", "uses locals"),
     ("%%time\nmath.pi = 3", "inside a magic"),
     ("type(model).forward = f", "an attribute of a class"),
+    # an imported name the student reuses for a variable of their own is not a module
+    ("load = [0] * 4\nload[1] += 3", None),
+    ("def f(run):\n    run.x = 1", None),
+    ("math = 0\nmath.pi = 3", "assigns to math.pi"),  # `import math` always binds a module
 ])
 def test_policy_names_the_construct(source, expected):
-    got = refusal(source, imported_names(["import torch\nimport math"]))
+    got = refusal(source, imported_names(["import torch\nimport math\nfrom helpers.stored import load", source]))
     assert (got is None) if expected is None else (expected in got), got
