@@ -108,11 +108,8 @@ class GuardedExecute(Execute):
                             f"results ({report}); tests from there on score 0")
             self.log.warning("%s", self._broken)
 
-    def _quiet(self, code: str, expressions: dict[str, str]) -> dict:
-        """Run ``code`` silently in the kernel and return the reply's content."""
-        return self._quiet_sync(code, expressions)
-
     async def _async_quiet(self, code: str, expressions: dict[str, str]) -> dict:
+        """Run ``code`` silently in the kernel and return the reply's content."""
         msg_id = await ensure_async(self.kc.execute(code, silent=True, store_history=False,
                                                     user_expressions=expressions, allow_stdin=False))
         saved, self.timeout = self.timeout, PROBE_TIMEOUT_S
@@ -124,4 +121,4 @@ class GuardedExecute(Execute):
             raise TimeoutError("no reply")
         return reply["content"]
 
-    _quiet_sync = run_sync(_async_quiet)
+    _quiet = run_sync(_async_quiet)

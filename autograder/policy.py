@@ -32,7 +32,7 @@ BANNED_SYS_ATTRIBUTES = frozenset({
 # Calling (or even naming) these runs code the grader cannot read, or reaches the kernel.
 BANNED_NAMES = frozenset({
     "get_ipython", "exec", "eval", "compile", "__import__", "globals", "vars", "locals", "breakpoint",
-    "__builtins__", "__builtin__", "__loader__", "__spec__", "__import__",
+    "__builtins__", "__builtin__", "__loader__", "__spec__",
 })
 
 # Attributes that lead from an ordinary object to modules, frames, code or classes' internals.
