@@ -347,3 +347,33 @@ def test_a_script_without_main_guard_is_not_rerun_on_the_ranks(tmp_path) -> None
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["script body ran", "[0, 1]"]
+
+
+def test_kernel_shutdown_stops_groups_gracefully():
+    """Shutting a Jupyter kernel down stops its groups first (barrier, destroy), then exits itself.
+
+    ipykernel SIGTERMs its children before atexit handlers run; without the hook in
+    helpers.cluster the ranks die mid-group, the kernel is killed after jupyter_client's
+    wait, and the groups' temporary directories stay behind.
+    """
+    import psutil
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        reply = kc.execute_interactive(
+            "import os, psutil, helpers.cluster as c\n"
+            "c.run(lambda: 1, world_size=2); c.run(lambda: 1, world_size=3)\n"
+            "kids = [p.pid for p in psutil.Process().children(recursive=True)]\n"
+            "dirs = [p.tmpdir for p in c._pools.values()]",
+            user_expressions={"state": "(kids, dirs)"}, timeout=120)
+        kids, dirs = eval(reply["content"]["user_expressions"]["state"]["data"]["text/plain"])
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+    assert len(kids) >= 6 and len(dirs) == 2  # forkserver, resource tracker, 5 ranks
+    assert not any(os.path.exists(d) for d in dirs), "the groups' temporary directories were left behind"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in kids):
+        time.sleep(0.1)
+    assert not [p for p in kids if psutil.pid_exists(p)]
