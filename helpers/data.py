@@ -76,14 +76,17 @@ def uneven_window(
 def tensors_to_json(tensors: Mapping[str, torch.Tensor], digits: int = 9) -> dict[str, Any]:
     """JSON data ``{name: {"dtype", "shape", "values"}}`` of named tensors (values flattened).
 
-    Floats are rounded to ``digits`` significant digits, so that a stored float64 result does
-    not depend on last-bit differences between machines' math libraries.
+    Floats are rounded to ``digits`` significant digits, and values below ``1e-12`` of the
+    tensor's largest magnitude are stored as 0 (rounding noise where the exact value is 0, e.g.
+    the gradient of an attention key bias), so that a stored float64 result does not depend on
+    last-bit differences between machines' math libraries or thread counts.
     """
     out = {}
     for name, t in tensors.items():
         values = t.detach().reshape(-1).tolist()
         if t.is_floating_point():
-            values = [float(f"{v:.{digits}g}") for v in values]
+            floor = 1e-12 * max((abs(v) for v in values), default=0.0)
+            values = [0.0 if abs(v) < floor else float(f"{v:.{digits}g}") for v in values]
         out[name] = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "values": values}
     return out
 

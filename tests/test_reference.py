@@ -10,7 +10,7 @@ from torch import nn
 from autograder.lessons import l01
 from autograder.lessons.costs import ring_allreduce_bytes
 from helpers import checks, reference
-from helpers.data import tensors_from_json
+from helpers.data import tensors_from_json, tensors_to_json
 from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch, shard_batch
 from helpers.stored import load
 
@@ -227,6 +227,14 @@ def test_stored_results_are_the_references() -> None:
     grid = load("01_allreduce_explorer")
     i = grid["world_sizes"].index(64)
     assert grid["bytes_per_rank"]["2"]["1300000000"][i] == ring_allreduce_bytes(1_300_000_000, 2, 64)
+
+
+def test_stored_tensors_drop_rounding_noise_of_exact_zeros() -> None:
+    # A key-bias gradient is exactly 0 in theory and ~1e-18 in float64, with bits that depend
+    # on the thread count: stored files must not change with it.
+    t = torch.tensor([0.117211027123, 6.5e-19, -1.7e-20, 0.0], dtype=torch.float64)
+    assert tensors_to_json({"g": t})["g"]["values"] == [0.117211027, 0.0, 0.0, 0.0]
+    assert tensors_to_json({"z": torch.zeros(2, dtype=torch.float64)})["z"]["values"] == [0.0, 0.0]
 
 
 def test_row_probe_records_forward_rows() -> None:
