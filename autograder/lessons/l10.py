@@ -1,0 +1,631 @@
+"""Lesson 10, worker failure and restart: the instructor side.
+
+* **references**: a coherent checkpoint (:func:`save_checkpoint`, :func:`load_checkpoint`:
+  per-rank files renamed into place, a commit marker written by rank 0 after a barrier,
+  the latest *committed* step on load), a resumable training loop
+  (:func:`train_resumable`), an uneven-input loop with an all-reduced has-data flag
+  (:func:`train_uneven`), re-sharding of per-owner optimizer state
+  (:func:`reshard_optimizer_state`), Young's and Daly's checkpoint intervals and the
+  expected lost time (:func:`young_interval`, :func:`daly_interval`,
+  :func:`expected_lost_time`), and single-process float64 training references;
+* hidden **checks** (``check_*``), one per graded cell or case, comparing what the student's
+  code returns (through :func:`autograder.plain.plain`) with a reference;
+* :data:`STORED`: what chapter 10, its explorer and the visible tests read from
+  ``helpers/stored``.
+
+Units: seconds for times and costs, elements for sizes.
+
+Sources of the interval formulas, reproduced exactly:
+
+* J. W. Young, "A first order approximation to the optimum checkpoint interval",
+  Communications of the ACM 17(9):530-531, 1974: ``T = sqrt(2 * delta * M)``;
+* J. T. Daly, "A higher order estimate of the optimum checkpoint interval for restart
+  dumps", Future Generation Computer Systems 22(3):303-312, 2006:
+  ``T = sqrt(2 delta M) * (1 + sqrt(delta / (2 M)) / 3 + (delta / (2 M)) / 9) - delta`` for
+  ``delta < 2 M``, else ``T = M``;
+
+with ``delta`` the time to write one checkpoint and ``M`` the mean time between failures
+of the whole job (a per-node MTBF divided by the number of nodes).
+"""
+from __future__ import annotations
+
+import glob
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import cloudpickle
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from autograder.plain import number, plain
+from helpers import faults
+from helpers import restart as lesson
+from helpers.cluster import ClusterError, run
+from helpers.data import tensors_to_json
+from helpers.reference import SameInit, state_of
+
+TIMEOUT_S = 20.0  # per distributed call of a hidden test
+HANG_TIMEOUT_S = 8.0  # an uneven-input run that hangs is stopped after this long
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+MARKER = "COMMITTED"
+
+
+# --------------------------------------------------------------------------- references
+
+
+def step_dir(directory: str, step: int) -> str:
+    """Where the checkpoint of ``step`` lives."""
+    return os.path.join(directory, f"step_{step:08d}")
+
+
+def _atomic_save(obj: Any, path: str) -> None:
+    tmp = f"{path}.tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(directory: str, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
+                    cursor: Mapping[str, Any], scaler: torch.amp.GradScaler | None = None) -> None:
+    """Collective: every rank writes its file, a barrier, rank 0 commits the step, a barrier."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    path = step_dir(directory, step)
+    os.makedirs(path, exist_ok=True)
+    np_state = np.random.get_state()
+    state = {
+        "step": step, "world_size": world_size, "cursor": dict(cursor),
+        "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "scaler": None if scaler is None else scaler.state_dict(),
+        "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
+                "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:])},
+    }
+    _atomic_save(state, os.path.join(path, f"rank_{rank}.pt"))
+    dist.barrier()
+    if rank == 0:
+        _atomic_save({"step": step, "world_size": world_size}, os.path.join(path, MARKER))
+    dist.barrier()  # the step is committed when any rank returns
+
+
+def latest_committed(directory: str) -> int | None:
+    """The highest step whose checkpoint has a commit marker, or ``None``."""
+    steps = [int(os.path.basename(os.path.dirname(m))[len("step_"):])
+             for m in glob.glob(os.path.join(directory, "step_*", MARKER))]
+    return max(steps, default=None)
+
+
+def load_checkpoint(directory: str, model: nn.Module, optimizer: torch.optim.Optimizer,
+                    scaler: torch.amp.GradScaler | None = None) -> dict[str, Any] | None:
+    """Restore the latest committed checkpoint; ``{"step", "cursor", "world_size"}`` or ``None``."""
+    step = latest_committed(directory)
+    if step is None:
+        return None
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    saved_world = torch.load(os.path.join(step_dir(directory, step), MARKER), weights_only=True)["world_size"]
+    same = saved_world == world_size
+    state = torch.load(os.path.join(step_dir(directory, step), f"rank_{rank if same else 0}.pt"), weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    if scaler is not None and state["scaler"] is not None:
+        scaler.load_state_dict(state["scaler"])
+    if same:
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(state["rng"]["python"])
+        name, key, *rest = state["rng"]["numpy"]
+        np.random.set_state((name, key.numpy().astype(np.uint32), *rest))
+    return {"step": state["step"], "cursor": state["cursor"], "world_size": saved_world}
+
+
+def train_resumable(model: nn.Module, optimizer: torch.optim.Optimizer, stream: lesson.GlobalStream,
+                    directory: str, num_steps: int, every: int) -> int:
+    """Resume from the latest committed checkpoint, train to ``num_steps``, checkpoint every ``every`` steps."""
+    meta = load_checkpoint(directory, model, optimizer)
+    step = 0
+    if meta is not None:
+        step = meta["step"]
+        stream.load_state_dict(meta["cursor"])
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    while step < num_steps:
+        x, y = stream.next_batch()
+        per_rank = len(x) // world_size
+        rows = slice(rank * per_rank, (rank + 1) * per_rank)
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+            p.grad.div_(world_size)
+        optimizer.step()
+        step += 1
+        if step % every == 0:
+            save_checkpoint(directory, step, model, optimizer, stream.state_dict())
+    return step
+
+
+def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer,
+                 batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> int:
+    """Step while any rank has a batch; each step's gradient is the mean over all ranks' elements."""
+    params = list(model.parameters())
+    steps = 0
+    while True:
+        has = torch.tensor([1 if steps < len(batches) else 0])
+        dist.all_reduce(has)
+        if has.item() == 0:
+            return steps
+        optimizer.zero_grad()
+        if steps < len(batches):
+            x, y = batches[steps]
+            nn.functional.mse_loss(model(x), y, reduction="sum").backward()
+            count = torch.tensor([y.numel()], dtype=torch.float64)
+        else:
+            count = torch.zeros(1, dtype=torch.float64)
+        dist.all_reduce(count)
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            dist.all_reduce(p.grad)
+            p.grad.div_(count)
+        optimizer.step()
+        steps += 1
+
+
+def reshard_optimizer_state(shards: Sequence[Mapping[int, Any]], new_owners: Sequence[int],
+                            new_world_size: int) -> list[dict[int, Any]]:
+    """Per-owner state of N old owners regrouped by ``new_owners`` into ``new_world_size`` shards."""
+    merged: dict[int, Any] = {}
+    for shard in shards:
+        for index, state in shard.items():
+            if index in merged:
+                raise ValueError(f"parameter {index} has state in two shards")
+            merged[index] = state
+    out: list[dict[int, Any]] = [{} for _ in range(new_world_size)]
+    for index in sorted(merged):
+        out[new_owners[index]][index] = merged[index]
+    return out
+
+
+def job_mtbf(node_mtbf_s: float, num_nodes: int) -> float:
+    """Mean time between failures of a job on ``num_nodes`` independent nodes (seconds)."""
+    return node_mtbf_s / num_nodes
+
+
+def young_interval(checkpoint_s: float, node_mtbf_s: float, num_nodes: int) -> float:
+    """Young (1974): compute time between checkpoints sqrt(2 delta M), M the job's MTBF (seconds)."""
+    return math.sqrt(2 * checkpoint_s * job_mtbf(node_mtbf_s, num_nodes))
+
+
+def daly_interval(checkpoint_s: float, node_mtbf_s: float, num_nodes: int) -> float:
+    """Daly (2006), higher order: sqrt(2dM)(1 + sqrt(d/2M)/3 + (d/2M)/9) - d for d < 2M, else M (seconds)."""
+    m = job_mtbf(node_mtbf_s, num_nodes)
+    if checkpoint_s >= 2 * m:
+        return m
+    r = checkpoint_s / (2 * m)
+    return math.sqrt(2 * checkpoint_s * m) * (1 + math.sqrt(r) / 3 + r / 9) - checkpoint_s
+
+
+def expected_lost_time(run_s: float, interval_s: float, checkpoint_s: float, restart_s: float,
+                       node_mtbf_s: float, num_nodes: int) -> float:
+    """First-order expected seconds lost over ``run_s`` of work: checkpoint writes plus replay and restart."""
+    failures = run_s / job_mtbf(node_mtbf_s, num_nodes)
+    return run_s / interval_s * checkpoint_s + failures * (interval_s / 2 + restart_s)
+
+
+def float64_training(model_fn: Callable[[], nn.Module], stream_kwargs: Mapping[str, Any], num_steps: int,
+                     lr: float, momentum: float) -> dict[str, torch.Tensor]:
+    """Single-process float64 SGD with momentum on the full global batches of a noise-free model."""
+    model = model_fn()
+    model.noisy = False
+    stream = lesson.GlobalStream(**stream_kwargs)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    for _ in range(num_steps):
+        x, y = stream.next_batch()
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return state_of(model)
+
+
+def uneven_reference(per_rank: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]], lr: float,
+                     model_fn: Callable[[], nn.Module] = lesson.MODEL) -> dict[str, torch.Tensor]:
+    """Single-process float64 SGD: step ``t`` on the rows of every rank's batch ``t`` (mean over elements)."""
+    model = model_fn()
+    model.noisy = False
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for t in range(max(len(b) for b in per_rank)):
+        parts = [b[t] for b in per_rank if t < len(b)]
+        x, y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return state_of(model)
+
+
+# --------------------------------------------------------------------------- hidden checks: checkpoint
+
+
+class _Scratch:
+    """A temporary directory for one check, removed afterwards."""
+
+    def __enter__(self) -> str:
+        self.path = tempfile.mkdtemp(prefix="course-l10-")
+        return self.path
+
+    def __exit__(self, *exc: Any) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _run(fn: Callable[..., Any], *args: Any, world_size: int, timeout: float = TIMEOUT_S, **kwargs: Any) -> Any:
+    return plain(run(fn, *args, world_size=world_size, timeout=timeout, **kwargs), "the per-rank results")
+
+
+ROUND_TRIP_CASES = {
+    # case: (world size, steps before the save, with a GradScaler, model, Adam hyper-parameters)
+    "3 ranks, Adam, GradScaler": (3, 3, True, SameInit(lesson.NoisyMLP, seed=21, kwargs={"hidden": 7}),
+                                  dict(lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.01)),
+    "4 ranks, no scaler": (4, 2, False, SameInit(lesson.NoisyMLP, seed=23), lesson.ADAM),
+}
+
+
+def check_round_trip(save_fn: Callable[..., Any], load_fn: Callable[..., Any], case: str) -> None:
+    """Case ``case`` of :data:`ROUND_TRIP_CASES`: everything saved comes back bit for bit on every rank."""
+    world_size, steps, with_scaler, model_fn, hyper = ROUND_TRIP_CASES[case]
+    with _Scratch() as directory:
+        out = _run(lesson.round_trip_on_rank, save_fn, load_fn, directory, steps, with_scaler, model_fn, hyper,
+                   world_size=world_size)
+    lesson.assert_round_trip(out, case)
+
+
+def check_nothing_committed(load_fn: Callable[..., Any], save_fn: Callable[..., Any]) -> None:
+    """No checkpoint, then only an uncommitted one: load returns None and leaves the model alone."""
+    with _Scratch() as directory:
+        out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
+        assert all(r["meta"] is None for r in out), "with no checkpoint in the directory load_checkpoint must return None"
+        _run(lesson.round_trip_on_rank, save_fn, load_fn, directory, 1, False, world_size=3)
+        os.remove(os.path.join(step_dir(directory, 1), MARKER))
+        out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
+        assert all(r["meta"] is None for r in out), \
+            "a step without its commit marker is not a checkpoint: load_checkpoint must return None"
+
+
+def _load_fresh_on_rank(load_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
+    model = lesson.MODEL()
+    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
+    return {"meta": load_fn(directory, model, optimizer, None), "params": state_of(model)}
+
+
+def _save_twice_on_rank(save_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
+    """Save at steps 2 and 4 of local training; return the parameters at each save."""
+    model = lesson.MODEL()
+    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
+    stream = lesson.GlobalStream()
+    saved = {}
+    for step in (1, 2, 3, 4):
+        lesson._local_step(model, optimizer, stream, None)
+        if step % 2 == 0:
+            save_fn(directory, step, model, optimizer, stream.state_dict(), None)
+            saved[step] = state_of(model)
+    return saved
+
+
+def check_latest_committed(save_fn: Callable[..., Any], load_fn: Callable[..., Any]) -> None:
+    """Step 4 was being written when rank 2 died (no marker, rank 1's file torn, rank 2's missing):
+    every rank must resume from step 2, the latest committed step."""
+    with _Scratch() as directory:
+        saved = _run(_save_twice_on_rank, save_fn, directory, world_size=3)
+        partial = step_dir(directory, 4)
+        layout = sorted(os.listdir(partial))
+        assert layout == [MARKER, "rank_0.pt", "rank_1.pt", "rank_2.pt"], \
+            f"step 4's directory holds {layout}; expected rank_0.pt, rank_1.pt, rank_2.pt and {MARKER}"
+        os.remove(os.path.join(partial, MARKER))
+        os.remove(os.path.join(partial, "rank_2.pt"))
+        with open(os.path.join(partial, "rank_1.pt"), "r+b") as f:
+            f.truncate(100)
+        out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
+    steps = [r["meta"]["step"] if isinstance(r["meta"], dict) else r["meta"] for r in out]
+    assert steps == [2, 2, 2], f"the ranks resumed from steps {steps}; every rank must resume from step 2, " \
+                               "the latest step with a commit marker (step 4 has rank files but no marker)"
+    for rank, r in enumerate(out):
+        lesson.assert_states_equal(r["params"], saved[rank][2], f"rank {rank}: model after resuming from step 2")
+
+
+def _commit_probe_on_rank(save_fn: Callable[..., Any], directory: str, signal_dir: str, step: int) -> dict[str, Any]:
+    """Rank 0 flags while it is inside a collective; the last rank, when asked for its model's
+    state, waits until rank 0 is inside a collective or done, then looks for the marker."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    model = lesson.MODEL()
+    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
+    stream = lesson.GlobalStream()
+    lesson._local_step(model, optimizer, stream, None)
+    probe: dict[str, Any] = {"fired": False, "marker_early": False}
+    inside = os.path.join(signal_dir, "inside")
+    returned = os.path.join(signal_dir, "returned")
+    if rank == world_size - 1:
+        original = model.state_dict
+
+        def probed_state_dict(*args: Any, **kwargs: Any) -> Any:
+            if not probe["fired"]:
+                probe["fired"] = True
+                deadline = time.monotonic() + 60
+                while not (os.path.exists(inside) or os.path.exists(returned)) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                probe["marker_early"] = os.path.exists(os.path.join(step_dir(directory, step), MARKER))
+            return original(*args, **kwargs)
+
+        model.state_dict = probed_state_dict
+    saved_ops = {}
+    if rank == 0:
+        for op in faults._COLLECTIVE_OPS:
+            saved_ops[op] = getattr(dist, op)
+
+            def flagged(*args: Any, __original: Callable[..., Any] = saved_ops[op], **kwargs: Any) -> Any:
+                open(inside, "w").close()
+                try:
+                    return __original(*args, **kwargs)
+                finally:
+                    os.remove(inside)
+
+            setattr(dist, op, flagged)
+    try:
+        save_fn(directory, step, model, optimizer, stream.state_dict(), None)
+    finally:
+        for op, original in saved_ops.items():
+            setattr(dist, op, original)
+    if rank == 0:
+        open(returned, "w").close()
+    return probe
+
+
+def check_commit_after_all(save_fn: Callable[..., Any], world_size: int) -> None:
+    """While the last rank is still building its file, rank 0 is blocked (or done): no marker may exist yet."""
+    with _Scratch() as directory, _Scratch() as signal_dir:
+        out = _run(_commit_probe_on_rank, save_fn, directory, signal_dir, 5, world_size=world_size)
+        committed = os.path.exists(os.path.join(step_dir(directory, 5), MARKER))
+    probe = out[-1]
+    assert probe["fired"], f"rank {world_size - 1} never called model.state_dict(): save the model's state_dict()"
+    assert not probe["marker_early"], \
+        f"the commit marker of step 5 existed while rank {world_size - 1} had not written its file yet: " \
+        "rank 0 may write it only after a barrier that every rank enters after its own file is in place"
+    assert committed, f"after save_checkpoint returned on every rank, step 5 has no {MARKER} marker"
+
+
+# --------------------------------------------------------------------------- hidden checks: restart
+
+
+def check_restart_after_kill(train_fn: Callable[..., Any], world_size: int, kill_rank: int, kill_batch: int,
+                             num_steps: int, every: int) -> None:
+    """Kill ``kill_rank`` (SIGKILL) at its ``kill_batch``-th batch, restart the whole group, finish:
+    bit-identical to the run that was never interrupted."""
+    with _Scratch() as directory:
+        want = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, world_size=world_size)
+    case = f"{world_size} ranks, rank {kill_rank} killed at batch {kill_batch}, checkpoint every {every}"
+    with _Scratch() as directory:
+        report = faults.run_with_faults(lesson.resumable_on_rank, train_fn, directory, num_steps, every,
+                                        faults=[faults.kill(kill_rank, "batch", kill_batch)],
+                                        world_size=world_size, timeout=TIMEOUT_S)
+        assert report.error is not None, f"{case}: the run finished although rank {kill_rank} was killed"
+        got = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, world_size=world_size)
+    lesson.assert_same_run(got, want, case)
+
+
+def check_stop_and_resume(train_fn: Callable[..., Any], world_size: int, stops: Sequence[int], every: int) -> None:
+    """Stopped after each of ``stops`` steps (no checkpoint at some of them) and resumed: same as one run."""
+    num_steps = stops[-1]
+    with _Scratch() as directory:
+        want = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, world_size=world_size)
+    with _Scratch() as directory:
+        for stop in stops:
+            got = _run(lesson.resumable_on_rank, train_fn, directory, stop, every, world_size=world_size)
+    lesson.assert_same_run(got, want, f"{world_size} ranks stopped at steps {list(stops[:-1])}, every {every}")
+
+
+ELASTIC = dict(stream=dict(num_samples=24, batch_size=12, seed=5), lr=0.1, momentum=0.9)
+
+
+def _elastic_on_rank(train_fn: Callable[..., Any], directory: str, num_steps: int, every: int) -> dict[str, Any]:
+    model = lesson.MODEL()
+    model.noisy = False
+    optimizer = torch.optim.SGD(model.parameters(), lr=ELASTIC["lr"], momentum=ELASTIC["momentum"])
+    stream = lesson.GlobalStream(**ELASTIC["stream"])
+    return {"returned": train_fn(model, optimizer, stream, directory, num_steps, every), "params": state_of(model)}
+
+
+def check_elastic(train_fn: Callable[..., Any], old_world_size: int, new_world_size: int) -> None:
+    """Stop at step 5 on ``old_world_size`` ranks (checkpoint at 4), resume on ``new_world_size``
+    ranks to step 8: the global objective must not change (float64 SGD reference)."""
+    case = f"{old_world_size} ranks to step 5, restarted on {new_world_size} ranks to step 8"
+    with _Scratch() as directory:
+        _run(_elastic_on_rank, train_fn, directory, 5, 2, world_size=old_world_size)
+        out = _run(_elastic_on_rank, train_fn, directory, 8, 2, world_size=new_world_size)
+    want = float64_training(lesson.MODEL, ELASTIC["stream"], 8, ELASTIC["lr"], ELASTIC["momentum"])
+    for rank, r in enumerate(out):
+        assert r["returned"] == 8, f"{case}, rank {rank}: returned {r['returned']!r}, expected 8"
+        for name, w in want.items():
+            g = r["params"][name]
+            assert torch.allclose(g, w, rtol=1e-10, atol=1e-12), \
+                f"{case}, rank {rank}: {name} differs from single-process float64 SGD on the global batches by " \
+                f"{(g - w).abs().max().item():.3g} (ratio of the steps {scale_hint(g, w)}): after a membership " \
+                "change the gradient must still be the mean over the global batch, with the new world size"
+
+
+def scale_hint(got: torch.Tensor, want: torch.Tensor) -> str:
+    """A short description of how far apart two tensors are, relative to ``want``."""
+    return f"{(got.norm() / want.norm()).item():.3f}" if want.norm() > 0 else "n/a"
+
+
+# --------------------------------------------------------------------------- hidden checks: uneven inputs
+
+
+UNEVEN_CASES = {
+    # case: (per-rank batch counts, batch sizes in rows, seed, learning rate)
+    "3 ranks, 3/5/0 batches": ([3, 5, 0], [2, 3, 1], 31, 0.2),
+    "4 ranks, 2/0/4/1 batches": ([2, 0, 4, 1], [3, 1, 2], 37, 0.1),
+}
+
+
+def check_uneven(train_fn: Callable[..., Any], case: str) -> None:
+    """Case ``case`` of :data:`UNEVEN_CASES` against single-process float64 SGD; a hang is a failure."""
+    counts, sizes, seed, lr = UNEVEN_CASES[case]
+    per_rank = lesson.uneven_batches(counts, sizes, seed)
+    try:
+        out = _run(lesson.uneven_on_rank, train_fn, per_rank, lr, world_size=len(counts), timeout=HANG_TIMEOUT_S)
+    except ClusterError as exc:
+        first = str(exc).splitlines()[0]
+        raise AssertionError(f"{case}: the run did not complete ({type(exc).__name__}: {first}). A rank that runs "
+                             "out of data must keep taking part in every collective until no rank has data") from None
+    lesson.assert_uneven(out, max(counts), uneven_reference(per_rank, lr), case, rtol=1e-10)
+
+
+# --------------------------------------------------------------------------- hidden checks: re-sharding
+
+
+def _adam_state(numels: Sequence[int], steps: int, seed: int, frozen: Sequence[int] = ()) -> dict[int, dict]:
+    """Real ``torch.optim.Adam`` state of parameters of ``numels`` elements after ``steps`` steps."""
+    g = torch.Generator().manual_seed(seed)
+    params = [nn.Parameter(torch.randn(n, generator=g)) for n in numels]
+    opt = torch.optim.Adam([p for i, p in enumerate(params) if i not in frozen], lr=0.1)
+    for _ in range(steps):
+        opt.zero_grad()
+        sum((p * torch.randn(p.shape, generator=g)).sum() for i, p in enumerate(params) if i not in frozen).backward()
+        opt.step()
+    index = {id(p): i for i, p in enumerate(params)}
+    return {index[id(p)]: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
+            for p, s in opt.state.items()}
+
+
+def _split(state: Mapping[int, dict], owners: Sequence[int], world_size: int) -> list[dict[int, dict]]:
+    out: list[dict[int, dict]] = [{} for _ in range(world_size)]
+    for i, s in state.items():
+        out[owners[i]][i] = s
+    return out
+
+
+RESHARD_CASES = [
+    # (numels, old owners, old N, new owners, new N, frozen parameters)
+    ([12, 5, 7, 3, 9, 4], [0, 1, 2, 3, 2, 1], 4, [0, 1, 2, 1, 0, 2], 3, ()),
+    ([8, 8, 2, 6, 1], [0, 1, 0, 2, 1], 3, [3, 0, 1, 2, 2], 4, (2,)),
+    ([4, 4, 4], [0, 1, 1], 2, [0, 0, 0], 1, ()),
+    ([6, 3, 2, 9, 5, 5, 1], [2, 0, 1, 2, 1, 0, 1], 3, [1, 1, 0, 0, 1, 0, 1], 2, (6,)),
+    ([7, 2], [0, 0], 3, [4, 1], 5, ()),
+]
+
+
+def check_reshard(fn: Callable[..., Any]) -> None:
+    """Every case of :data:`RESHARD_CASES`: equal to consolidating and re-partitioning; duplicates refused."""
+    for k, (numels, old, old_n, new, new_n, frozen) in enumerate(RESHARD_CASES):
+        state = _adam_state(numels, 2, seed=41 + k, frozen=frozen)
+        case = f"{old_n} -> {new_n} owners, new owners {new}"
+        got = plain(fn(_split(state, old, old_n), list(new), new_n), f"reshard_optimizer_state(...) ({case})")
+        want = _split(state, new, new_n)
+        assert type(got) is list and len(got) == new_n, f"{case}: expected a list of {new_n} shards, got {got!r}"[:300]
+        for r in range(new_n):
+            assert type(got[r]) is dict and sorted(got[r]) == sorted(want[r]), \
+                f"{case}: new rank {r} holds state of parameters {sorted(got[r]) if type(got[r]) is dict else got[r]}," \
+                f" expected {sorted(want[r])} (each parameter with state exactly once, on its new owner)"
+            for i, s in want[r].items():
+                assert sorted(got[r][i]) == sorted(s), f"{case}: parameter {i} has keys {sorted(got[r][i])}"
+                for key, value in s.items():
+                    assert torch.equal(torch.as_tensor(got[r][i][key]), torch.as_tensor(value)), \
+                        f"{case}: parameter {i}'s {key} changed on the way"
+    state = _adam_state([3, 3, 3], 1, seed=99)
+    shards = [{0: state[0], 1: state[1]}, {1: state[1], 2: state[2]}]
+    try:
+        fn(shards, [0, 0, 1], 2)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("parameter 1 has state in two old shards (a corrupt checkpoint): expected ValueError")
+
+
+# --------------------------------------------------------------------------- hidden checks: intervals
+
+HOUR, DAY, YEAR = 3600.0, 86400.0, 365.0 * 86400.0
+INTERVAL_CASES = [  # (checkpoint seconds, per-node MTBF seconds, nodes)
+    (60.0, 5 * YEAR, 1024), (300.0, 2 * YEAR, 4096), (10.0, 1 * YEAR, 8), (120.0, 0.5 * YEAR, 16384),
+    (30.0, 3 * DAY, 1), (600.0, 10 * YEAR, 100_000), (3600.0, 1 * DAY, 64), (900.0, 1 * HOUR, 8),  # the last two: delta >= 2M
+]
+LOST_CASES = [  # (run seconds, interval, checkpoint, restart, per-node MTBF, nodes)
+    (30 * DAY, 3600.0, 60.0, 600.0, 5 * YEAR, 1024), (7 * DAY, 1200.0, 30.0, 120.0, 2 * YEAR, 4096),
+    (DAY, 600.0, 5.0, 60.0, 1 * YEAR, 8), (90 * DAY, 7200.0, 300.0, 900.0, 3 * YEAR, 16384),
+]
+
+
+def check_intervals(young: Callable[..., Any], daly: Callable[..., Any], lost: Callable[..., Any]) -> None:
+    """Young (CACM 1974) and Daly (FGCS 2006) reproduced exactly, with M = per-node MTBF / nodes."""
+    for delta, mtbf, n in INTERVAL_CASES:
+        for fn, ref, source in ((young, young_interval, "Young 1974"), (daly, daly_interval, "Daly 2006")):
+            call = f"{fn.__name__}({delta}, {mtbf}, {n})"
+            got, want = number(fn(delta, mtbf, n), call), ref(delta, mtbf, n)
+            assert math.isclose(got, want, rel_tol=1e-9), \
+                f"{call} = {got}, {source} gives {want} (M = {mtbf} / {n} s, the whole job's MTBF)"
+    for case in LOST_CASES:
+        call = f"expected_lost_time{case}"
+        got, want = number(lost(*case), call), expected_lost_time(*case)
+        assert math.isclose(got, want, rel_tol=1e-9), f"{call} = {got}, expected {want}"
+
+
+# --------------------------------------------------------------------------- stored results
+
+VISIBLE_UNEVEN = {"test_train_uneven": ([2, 3, 0], [2, 1, 3], 17, 0.2)}
+FIGURE_NODES = [64, 512, 4096]
+FIGURE = dict(checkpoint_s=60.0, node_mtbf_s=5 * YEAR, restart_s=300.0, run_s=30 * DAY)
+EXPLORER_CHECKPOINT_S = [10.0, 30.0, 60.0, 120.0, 300.0, 600.0]
+EXPLORER_MTBF_YEARS = [0.5, 1.0, 2.0, 5.0, 10.0]
+EXPLORER_NODES = [8, 64, 512, 4096, 16384]
+
+
+def _intervals_grid(lo: float, hi: float, count: int = 60) -> list[float]:
+    return [lo * (hi / lo) ** (k / (count - 1)) for k in range(count)]
+
+
+def visible_references() -> dict[str, Any]:
+    """float64 single-process SGD after the visible uneven-input test's steps."""
+    return {case: tensors_to_json(uneven_reference(lesson.uneven_batches(counts, sizes, seed), lr))
+            for case, (counts, sizes, seed, lr) in VISIBLE_UNEVEN.items()}
+
+
+def interval_figure() -> dict[str, Any]:
+    """Expected lost time (s) over a 30-day run vs interval, for a few cluster sizes, with the optima."""
+    p = FIGURE
+    intervals = _intervals_grid(60.0, 6 * 3600.0)
+    curves = {}
+    for n in FIGURE_NODES:
+        curves[str(n)] = {
+            "lost_s": [expected_lost_time(p["run_s"], t, p["checkpoint_s"], p["restart_s"], p["node_mtbf_s"], n)
+                       for t in intervals],
+            "young_s": young_interval(p["checkpoint_s"], p["node_mtbf_s"], n),
+            "daly_s": daly_interval(p["checkpoint_s"], p["node_mtbf_s"], n),
+            "job_mtbf_s": job_mtbf(p["node_mtbf_s"], n),
+        }
+        t = curves[str(n)]["young_s"]
+        curves[str(n)]["lost_at_young_s"] = expected_lost_time(p["run_s"], t, p["checkpoint_s"], p["restart_s"],
+                                                               p["node_mtbf_s"], n)
+    return dict(p, intervals_s=intervals, curves=curves)
+
+
+def interval_explorer() -> dict[str, Any]:
+    """Young and Daly intervals and lost-time curves on a grid of checkpoint cost, per-node MTBF and nodes."""
+    intervals = _intervals_grid(10.0, 24 * 3600.0, 50)
+    grid = {}
+    for d in EXPLORER_CHECKPOINT_S:
+        for years in EXPLORER_MTBF_YEARS:
+            for n in EXPLORER_NODES:
+                mtbf = years * YEAR
+                grid[f"{d:g}|{years:g}|{n}"] = {
+                    "young_s": young_interval(d, mtbf, n), "daly_s": daly_interval(d, mtbf, n),
+                    "lost_s": [round(expected_lost_time(FIGURE["run_s"], t, d, FIGURE["restart_s"], mtbf, n), 3)
+                               for t in intervals]}
+    return {"checkpoint_s": EXPLORER_CHECKPOINT_S, "mtbf_years": EXPLORER_MTBF_YEARS, "nodes": EXPLORER_NODES,
+            "run_s": FIGURE["run_s"], "restart_s": FIGURE["restart_s"], "intervals_s": intervals, "grid": grid}
+
+
+STORED = {
+    lesson.STORED_REFERENCES: visible_references,
+    lesson.STORED_INTERVALS: interval_figure,
+    lesson.STORED_EXPLORER: interval_explorer,
+}

@@ -1,0 +1,23 @@
+# assignment: 10_worker_failure
+# grade_id: train_resumable
+# catches: the loop loads the checkpoint but never moves the stream to its cursor (samples replayed)
+def train_resumable(model: nn.Module, optimizer: torch.optim.Optimizer, stream, directory: str,
+                    num_steps: int, every: int) -> int:
+    """Resume from the latest committed checkpoint in ``directory``; train to ``num_steps``; checkpoint every ``every``."""
+    meta = load_checkpoint(directory, model, optimizer)
+    step = 0 if meta is None else meta["step"]
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    while step < num_steps:
+        x, y = stream.next_batch()
+        per_rank = len(x) // world_size
+        rows = slice(rank * per_rank, (rank + 1) * per_rank)
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+            p.grad.div_(world_size)
+        optimizer.step()
+        step += 1
+        if step % every == 0:
+            save_checkpoint(directory, step, model, optimizer, stream.state_dict())
+    return step

@@ -1,0 +1,28 @@
+# assignment: 10_worker_failure
+# grade_id: train_resumable
+# catches: the script seeds its generators at start-up after loading, overriding the restored RNG state
+def train_resumable(model: nn.Module, optimizer: torch.optim.Optimizer, stream, directory: str,
+                    num_steps: int, every: int) -> int:
+    """Resume from the latest committed checkpoint in ``directory``; train to ``num_steps``; checkpoint every ``every``."""
+    meta = load_checkpoint(directory, model, optimizer)
+    step = 0 if meta is None else meta["step"]
+    if meta is not None:
+        stream.load_state_dict(meta["cursor"])
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(1234 + rank)
+    np.random.seed(1234 + rank)
+    random.seed(1234 + rank)
+    while step < num_steps:
+        x, y = stream.next_batch()
+        per_rank = len(x) // world_size
+        rows = slice(rank * per_rank, (rank + 1) * per_rank)
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+            p.grad.div_(world_size)
+        optimizer.step()
+        step += 1
+        if step % every == 0:
+            save_checkpoint(directory, step, model, optimizer, stream.state_dict())
+    return step

@@ -1,0 +1,273 @@
+"""Fault injection for lesson 10: kill or stall chosen ranks at a chosen point of a run.
+
+    >>> report = run_with_faults(train, world_size=3, faults=[kill(rank=1, at="batch", count=4)])
+    >>> print(report)            # what every rank saw, and after how many seconds
+
+A fault fires the ``count``-th time rank ``rank`` reaches the point ``at``:
+
+* ``at="collective"``: any ``torch.distributed`` collective the rank is about to enter;
+* any other name: a *course hook*, :func:`point` called with that name by the code that
+  runs on the rank (the lesson's data stream calls ``point("batch")`` once per batch).
+
+``kill`` ends the rank's process with SIGKILL, as the kernel's OOM killer or a lost node
+would; ``stall`` makes it sleep (a hung worker: its peers wait in the next collective);
+``fail`` raises :class:`InjectedFault` (a Python error on that rank only).
+
+:func:`run_with_faults` calls :func:`helpers.cluster.run`, whose bounded waits and
+teardown apply: after a fault the group is torn down and the next ``run`` starts fresh
+processes (nothing of the old group survives, which is why a restart must come from a
+checkpoint). Every rank writes what it saw (finished, raised what, or hit the fault, and
+when) to a file of the report directory before it returns or dies, so the survivors'
+view is known even when the call as a whole fails. Times are seconds since the rank
+started the function.
+
+:func:`arm_from_env` arms the same faults in a process launched by ``torchrun``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import torch.distributed as dist
+
+__all__ = ["Fault", "kill", "stall", "fail", "point", "InjectedFault", "RankView", "FaultReport",
+           "run_with_faults", "arm_from_env", "FAULT_ENV"]
+
+ACTIONS = ("kill", "stall", "fail")
+COLLECTIVE = "collective"
+FAULT_ENV = "COURSE_FAULT"  # "action:rank:at:count", read by arm_from_env
+# The collectives a "collective" fault counts (the public ones the course uses).
+_COLLECTIVE_OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_single", "all_gather_into_tensor",
+                   "reduce_scatter", "reduce_scatter_single", "reduce_scatter_tensor", "all_to_all",
+                   "all_to_all_single", "gather", "scatter", "barrier", "monitored_barrier", "all_gather_object",
+                   "broadcast_object_list", "gather_object", "scatter_object_list")
+
+
+class InjectedFault(RuntimeError):
+    """Raised on a rank by a ``fail`` fault."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Do ``action`` on rank ``rank`` the ``count``-th time (1-based) it reaches point ``at``.
+
+    ``stall_s`` is how long a ``stall`` sleeps (seconds); the run's timeout ends it sooner.
+    """
+
+    action: str
+    rank: int
+    at: str
+    count: int = 1
+    stall_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"action must be one of {ACTIONS}, got {self.action!r}")
+        if self.count < 1:
+            raise ValueError(f"count is 1-based, got {self.count}")
+
+    def describe(self) -> str:
+        where = "collective" if self.at == COLLECTIVE else f"hook {self.at!r}"
+        return f"{self.action} rank {self.rank} at {where} #{self.count}"
+
+
+def kill(rank: int, at: str, count: int = 1) -> Fault:
+    """SIGKILL rank ``rank`` the ``count``-th time it reaches ``at``."""
+    return Fault("kill", rank, at, count)
+
+
+def stall(rank: int, at: str, count: int = 1, seconds: float = 3600.0) -> Fault:
+    """Make rank ``rank`` sleep ``seconds`` the ``count``-th time it reaches ``at``."""
+    return Fault("stall", rank, at, count, seconds)
+
+
+def fail(rank: int, at: str, count: int = 1) -> Fault:
+    """Raise :class:`InjectedFault` on rank ``rank`` the ``count``-th time it reaches ``at``."""
+    return Fault("fail", rank, at, count)
+
+
+# --------------------------------------------------------------------------- the rank side
+
+class _Armed:
+    """The faults armed in this process, the counts of each point, where to report."""
+
+    def __init__(self) -> None:
+        self.faults: list[Fault] = []
+        self.counts: dict[str, int] = {}
+        self.report_path: str | None = None
+        self.start = time.monotonic()
+        self.saved_ops: dict[str, Callable[..., Any]] = {}
+
+
+_armed = _Armed()
+
+
+def point(name: str) -> None:
+    """A course hook: code running on a rank calls it at a named point (e.g. once per batch).
+
+    Does nothing unless a fault is armed for this rank at ``name``.
+    """
+    if not _armed.faults:
+        return
+    count = _armed.counts[name] = _armed.counts.get(name, 0) + 1
+    for fault in _armed.faults:
+        if fault.at == name and fault.count == count:
+            _fire(fault)
+
+
+def _fire(fault: Fault) -> None:
+    _write_view(RankView(fault.rank, f"hit fault: {fault.describe()}", _elapsed(), fault.action))
+    if fault.action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault.action == "stall":
+        time.sleep(fault.stall_s)
+    else:
+        raise InjectedFault(fault.describe())
+
+
+def _elapsed() -> float:
+    return round(time.monotonic() - _armed.start, 3)
+
+
+def _arm(faults: Sequence[Fault], rank: int, report_path: str | None) -> None:
+    _disarm()
+    _armed.faults = [f for f in faults if f.rank == rank]
+    _armed.counts, _armed.report_path, _armed.start = {}, report_path, time.monotonic()
+    if any(f.at == COLLECTIVE for f in _armed.faults):
+        for op in _COLLECTIVE_OPS:
+            original = getattr(dist, op)
+
+            def counted(*args: Any, __original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                point(COLLECTIVE)
+                return __original(*args, **kwargs)
+
+            _armed.saved_ops[op] = original
+            setattr(dist, op, counted)
+
+
+def _disarm() -> None:
+    for op, original in _armed.saved_ops.items():
+        setattr(dist, op, original)
+    _armed.saved_ops, _armed.faults, _armed.counts, _armed.report_path = {}, [], {}, None
+
+
+def _write_view(view: RankView) -> None:
+    if _armed.report_path is None:
+        return
+    tmp = f"{_armed.report_path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(asdict(view), f)
+    os.replace(tmp, _armed.report_path)
+
+
+def _on_rank(fn: Callable[..., Any], args: tuple, kwargs: dict, faults: Sequence[Fault], report_dir: str) -> Any:
+    """Run ``fn`` on this rank with its faults armed; record what the rank saw."""
+    rank = dist.get_rank()
+    _arm(faults, rank, os.path.join(report_dir, f"rank{rank}.json"))
+    try:
+        value = fn(*args, **kwargs)
+    except BaseException as exc:
+        if not isinstance(exc, InjectedFault):
+            message = " ".join(str(exc).split())[:300]
+            _write_view(RankView(rank, f"raised {type(exc).__name__}: {message}", _elapsed(), "raised"))
+        raise
+    else:
+        _write_view(RankView(rank, "finished", _elapsed(), "finished"))
+        return value
+    finally:
+        _disarm()
+
+
+def arm_from_env(rank: int, env: dict[str, str] | None = None) -> Fault | None:
+    """Arm the fault described by ``$COURSE_FAULT`` (``action:rank:at:count``) in this process.
+
+    For scripts launched by ``torchrun``: call it once at start-up with the global rank.
+    Returns the fault if it concerns this rank, else ``None``.
+    """
+    spec = (os.environ if env is None else env).get(FAULT_ENV, "")
+    if not spec:
+        return None
+    action, fault_rank, at, count = spec.split(":")
+    fault = Fault(action, int(fault_rank), at, int(count))
+    _arm([fault], rank, None)
+    return fault if fault.rank == rank else None
+
+
+# --------------------------------------------------------------------------- the kernel side
+
+@dataclass(frozen=True)
+class RankView:
+    """What one rank saw: ``outcome`` is finished, raised, kill, stall, fail or ``no report``."""
+
+    rank: int
+    what: str
+    seconds: float | None
+    outcome: str
+
+
+@dataclass
+class FaultReport:
+    """The outcome of :func:`run_with_faults`.
+
+    ``results`` holds the per-rank return values when every rank finished, else ``None``;
+    ``error`` is the :class:`helpers.cluster.ClusterError` the call raised (or ``None``);
+    ``seconds`` is the wall time of the whole call.
+    """
+
+    faults: list[Fault]
+    views: list[RankView]
+    results: list[Any] | None
+    error: Exception | None
+    seconds: float
+
+    def __str__(self) -> str:
+        lines = [f"faults: {', '.join(f.describe() for f in self.faults) or 'none'}"]
+        for v in self.views:
+            when = "" if v.seconds is None else f" after {v.seconds:.2f} s"
+            lines.append(f"  rank {v.rank}: {v.what}{when}")
+        verdict = "every rank finished" if self.error is None else f"run() raised {type(self.error).__name__}"
+        lines.append(f"{verdict}; the call took {self.seconds:.2f} s")
+        return "\n".join(lines)
+
+
+def run_with_faults(fn: Callable[..., Any], *args: Any, faults: Sequence[Fault], world_size: int = 2,
+                    timeout: float = 30.0, seed: int | None = None, **kwargs: Any) -> FaultReport:
+    """``run(fn, *args, **kwargs)`` with ``faults`` injected; never raises a cluster error.
+
+    Returns a :class:`FaultReport`: every rank's view, the results if all finished, the
+    error ``run`` raised otherwise. After a fault the group is gone; the next ``run``
+    (a restart) gets fresh rank processes.
+    """
+    from helpers.cluster import ClusterError, run
+
+    for fault in faults:
+        if not 0 <= fault.rank < world_size:
+            raise ValueError(f"{fault.describe()}: no such rank in a {world_size}-rank group")
+    report_dir = tempfile.mkdtemp(prefix="course-faults-")
+    start = time.monotonic()
+    results, error = None, None
+    try:
+        try:
+            results = run(_on_rank, fn, args, kwargs, list(faults), report_dir, world_size=world_size,
+                          timeout=timeout, seed=seed)
+        except ClusterError as exc:
+            error = exc
+        seconds = time.monotonic() - start
+        views = [_read_view(report_dir, k) for k in range(world_size)]
+    finally:
+        shutil.rmtree(report_dir, ignore_errors=True)
+    return FaultReport(list(faults), views, results, error, seconds)
+
+
+def _read_view(report_dir: str, rank: int) -> RankView:
+    try:
+        with open(os.path.join(report_dir, f"rank{rank}.json"), encoding="utf-8") as f:
+            return RankView(**json.load(f))
+    except (OSError, ValueError):
+        return RankView(rank, "no report: still waiting when the group was torn down", None, "no report")
