@@ -278,6 +278,16 @@ def _train(model_fn, batches, lr):
     return model
 
 
+def _average_on_default_group(model: nn.Module, group=None) -> None:
+    _average(model)
+
+
+def test_subgroup_check_accepts_group_aware_code_and_names_the_default_group() -> None:
+    l01.check_average_in_subgroup(_average, ranks=[0, 2, 3], seed=7)
+    with pytest.raises(AssertionError, match=r"only ranks \[0, 2, 3\] call it, and ranks \[1\] never do"):
+        l01.check_average_in_subgroup(_average_on_default_group, ranks=[0, 2, 3], seed=7)
+
+
 def test_ddp_reference_matches_float64_and_hand_written_loop() -> None:
     from helpers.cluster import run
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import cloudpickle
@@ -25,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from autograder.plain import number, plain
 from helpers import checks
-from helpers.cluster import run
+from helpers.cluster import CollectiveMismatch, CollectiveTimeout, run
 from helpers.data import tensors_to_json
 from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch
 from helpers.reference import (Batch, Perturb, PerRankInit, SameInit, State, aligned_on_rank, average_on_rank,
@@ -119,6 +120,41 @@ def average_synthetic_on_rank(
     return before, grads_of(model)
 
 
+def in_subgroup(ranks: Sequence[int], call: Callable[[dist.ProcessGroup], Any]) -> Any:
+    """On every rank ``new_group(ranks)``; members return ``call(group)``, the others ``None``.
+
+    Then every rank enters a barrier on the default group. A member that issues a collective
+    on the default group instead of ``group`` meets an outsider's barrier there, which the
+    cluster reports at once as a mismatch (instead of a hang until the timeout).
+    """
+    group = dist.new_group(list(ranks))
+    result = call(group) if dist.get_rank() in ranks else None
+    dist.barrier()
+    return result
+
+
+def average_in_subgroup_on_rank(
+    average_fn: Callable[..., None], model_fn: Callable[[], nn.Module], ranks: Sequence[int], seed: int
+) -> tuple[dict, dict]:
+    """Rank-dependent gradients on every rank; members of ``ranks`` call ``average_fn(model, group=group)``.
+
+    Returns (grads before, grads after) on this rank.
+    """
+    model = model_fn()
+    before = set_rank_gradients(model, seed)
+    in_subgroup(ranks, lambda group: average_fn(model, group=group))
+    return before, grads_of(model)
+
+
+def aligned_in_subgroup_on_rank(
+    aligned_fn: Callable[..., bool], model_fn: Callable[[], nn.Module], ranks: Sequence[int],
+    perturbations: Sequence[Perturb], in_features: int,
+) -> tuple[object, bool] | None:
+    """:func:`aligned_on_rank` with ``aligned_fn(model, group=group)`` on the members of ``ranks``."""
+    return in_subgroup(ranks, lambda group: aligned_on_rank(partial(aligned_fn, group=group), model_fn,
+                                                            perturbations, in_features))
+
+
 def broadcast_in_subgroup_on_rank(
     broadcast_fn: Callable[..., None], model_fn: Callable[[], nn.Module], ranks: Sequence[int], src: int,
     in_features: int,
@@ -160,6 +196,20 @@ def _run(fn: Callable[..., Any], *args: Any, world_size: int) -> Any:
     return plain(run(fn, *args, world_size=world_size, timeout=TIMEOUT_S), "the per-rank results")
 
 
+def run_in_subgroup(fn: Callable[..., Any], *args: Any, ranks: Sequence[int], what: str) -> Any:
+    """``fn(*args)`` on 4 ranks as plain data, for a driver built on :func:`in_subgroup`; a rank
+    outside ``ranks`` that was drawn into a collective fails with a message saying so."""
+    try:
+        return _run(fn, *args, world_size=4)
+    except (CollectiveMismatch, CollectiveTimeout) as exc:
+        outside = [r for r in range(4) if r not in ranks]
+        first = str(exc).splitlines()[0]
+        raise AssertionError(
+            f"{what} with group = dist.new_group({list(ranks)}) of 4 ranks: only ranks {list(ranks)} call it, and "
+            f"ranks {outside} never do. Issue every collective on `group` (group=group); a collective on the "
+            f"default group waits for ranks that are not in the group. The cluster reported: {first}") from None
+
+
 def check_average_synthetic(average_fn: Callable[..., None], world_size: int, seed: int) -> None:
     """Unequal shapes, a frozen first layer (grad None), rank-dependent synthetic gradients."""
     model_fn = SameInit(uneven_mlp, seed=3)
@@ -175,6 +225,22 @@ def check_average_full_batch(average_fn: Callable[..., None], world_size: int, s
     out = _run(average_on_rank, average_fn, model_fn, x, y, world_size=world_size)
     checks.assert_gradients_averaged([a for _, a in out], full_batch_gradients(model_fn(), x, y), world_size,
                                      local_per_rank=[b for b, _ in out])
+
+
+def check_average_in_subgroup(average_fn: Callable[..., None], ranks: Sequence[int], seed: int) -> None:
+    """4 ranks, members of ``new_group(ranks)`` average synthetic gradients; the others keep theirs."""
+    model_fn = SameInit(uneven_mlp, seed=3)
+    out = run_in_subgroup(average_in_subgroup_on_rank, average_fn, model_fn, list(ranks), seed, ranks=ranks,
+                           what="average_gradients(model, group)")
+    members = [out[r] for r in ranks]
+    checks.assert_gradients_averaged([a for _, a in members], mean_of([b for b, _ in members]), len(ranks),
+                                     local_per_rank=[b for b, _ in members])
+    for rank in set(range(4)) - set(ranks):
+        before, after = out[rank]
+        assert all((b is None and a is None) or (b is not None and a is not None and torch.equal(a, b))
+                   for b, a in zip(before.values(), after.values())), (
+            f"rank {rank} is not in the group {list(ranks)} and did not call average_gradients, "
+            "yet its gradients changed")
 
 
 def check_broadcast(broadcast_fn: Callable[..., None], world_size: int, src: int, seed: int) -> None:
@@ -210,6 +276,25 @@ def check_replicas_aligned(aligned_fn: Callable[..., bool]) -> None:
         out = _run(aligned_on_rank, aligned_fn, model_fn, perturbations, 6, world_size=world_size)
         checks.assert_all_ranks_return([r for r, _ in out], expected, f"{world_size} ranks, {case}")
         assert all(untouched for _, untouched in out), f"[{case}] replicas_aligned modified the model"
+
+
+ALIGNED_SUBGROUP_CASES: list[tuple[list[int], str, list[Perturb], bool]] = [
+    ([1, 3], "identical replicas", [], True),
+    ([1, 3], "rank 3 swaps two elements of fc1.weight", [Perturb(3, "fc1.weight", "swap")], False),
+    ([0, 2, 3], "rank 2: one ulp in bn.running_mean", [Perturb(2, "bn.running_mean", "ulp", index=4)], False),
+]
+
+
+def check_replicas_aligned_in_subgroup(aligned_fn: Callable[..., bool]) -> None:
+    """Every case of :data:`ALIGNED_SUBGROUP_CASES`: 4 ranks, only the members call ``aligned_fn(model, group)``."""
+    model_fn = SameInit(BatchNormMLP, seed=91)
+    for ranks, case, perturbations, expected in ALIGNED_SUBGROUP_CASES:
+        what = f"replicas_aligned(model, group), {case}"
+        out = run_in_subgroup(aligned_in_subgroup_on_rank, aligned_fn, model_fn, ranks, perturbations, 6,
+                               ranks=ranks, what=what)
+        case = f"group {ranks} of 4 ranks, {case}"
+        checks.assert_all_ranks_return([out[r][0] for r in ranks], expected, case)
+        assert all(out[r][1] for r in ranks), f"[{case}] replicas_aligned modified the model"
 
 
 TRAIN_CASES: list[tuple[int, Callable[..., nn.Module], dict[str, int], float]] = [
