@@ -218,7 +218,7 @@ def plot_allreduce_bytes(
         pts = sorted(by_ws.items())
         color = _COLORS[(len(models) + k) % len(_COLORS)]
         ax_rel.plot([n for n, _ in pts], [v / (m * b) for _, v in pts], "o", ms=9,
-                    mfc="none", mew=2, color=color, label=f"measured (ledger), {m}-element gradient")
+                    mfc="none", mew=2, color=color, label=f"ledger (recorded elements, ring model), {m}-element gradient")
     ax_rel.set_xscale("log", base=2)
     ax_rel.set_ylim(0.9, 2.1)
     ax_rel.set_xlabel("world size N (ranks)")
