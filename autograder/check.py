@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import html
 import multiprocessing
+import shutil
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from multiprocessing.util import Finalize
 from typing import Callable, Iterator, TextIO
+
+from nbformat import NotebookNode
 
 from .course import (CourseError, course_root, read_notebook, release_notebook, resolve_assignments,
                      source_notebook)
 from .delegation import delegation_notebooks
 from .feedback import hidden_lines
-from .grading import GradeResult, ScratchCourse, scratch_course
+from .grading import GradeResult, ScratchCourse
 from .mutation import mutant_files, parse_mutant, splice
 
 
@@ -93,13 +98,28 @@ def same_scores(first: GradeResult | None, result: GradeResult) -> tuple[bool, s
     return before == after, "" if before == after else f"first {before}, then {after}"
 
 
-def check_mutants(assignment: str, course: ScratchCourse, root: Path) -> Iterator[Row]:
-    """One row per mutant file: it must parse, splice and lose points."""
+@dataclass
+class Task:
+    """One grading of the check: grade ``notebook`` as ``student``, then judge it with ``verdict``.
+
+    ``verdict`` is None for the repeat grading of the source, which is judged against the
+    first one; ``hidden_from`` is set when the grading's feedback must hide that source's
+    hidden tests.
+    """
+
+    assignment: str
+    what: str
+    student: str
+    notebook: NotebookNode
+    verdict: Callable[[GradeResult], tuple[bool, str]] | None
+    hidden_from: NotebookNode | None = None
+
+
+def mutant_tasks(assignment: str, source: NotebookNode, root: Path) -> Iterator[Task | Row]:
+    """One task per mutant file, or a FAIL row for a mutant that does not parse or splice."""
     paths = mutant_files(assignment, root)
     if not paths:
         yield Row(assignment, "mutants", True, detail="no mutants found")
-        return
-    source = read_notebook(source_notebook(assignment, root))
     for path in paths:
         what = f"mutant {path.stem}"
         try:
@@ -108,25 +128,37 @@ def check_mutants(assignment: str, course: ScratchCourse, root: Path) -> Iterato
         except CourseError as exc:
             yield Row(assignment, what, False, detail=str(exc))
             continue
-        yield attempt(assignment, what, partial(course.grade, spliced, f"mutant_{path.stem}"),
-                      partial(caught, mutant.catches))[0]
+        yield Task(assignment, what, f"mutant_{path.stem}", spliced, partial(caught, mutant.catches))
 
 
-def check_delegation(assignment: str, course: ScratchCourse, source) -> Iterator[Row]:
-    """One row per generated delegation notebook: solution cells bound to helpers callables score 0."""
+def delegation_tasks(assignment: str, source: NotebookNode, release: NotebookNode) -> Iterator[Task | Row]:
+    """One task per generated delegation notebook: solution cells bound to helpers callables score 0."""
     try:
-        notebooks = delegation_notebooks(source, course.release)
+        notebooks = delegation_notebooks(source, release)
     except Exception as exc:  # noqa: BLE001 - e.g. a helpers module that does not import
         yield Row(assignment, "delegation", False, detail=f"could not list helpers: {first_line(exc)}")
         return
     for k, (label, nb) in enumerate(notebooks):
-        yield attempt(assignment, f"delegation {k + 1}", partial(course.grade, nb, f"delegation_{k + 1}"),
-                      lambda result, label=label: _zero_with(label, result))[0]
+        yield Task(assignment, f"delegation {k + 1}", f"delegation_{k + 1}", nb, partial(_zero_with, label))
 
 
 def _zero_with(label: str, result: GradeResult) -> tuple[bool, str]:
     ok, detail = zero(result)
     return ok, f"{detail} | {label}".strip(" |")
+
+
+def assignment_tasks(assignment: str, root: Path) -> list[Task | Row]:
+    """Every grading the check makes for ``assignment``, in the order they should start."""
+    try:
+        source = read_notebook(source_notebook(assignment, root))
+        release = read_notebook(release_notebook(assignment, root))
+    except CourseError as exc:
+        return [Row(assignment, "setup", False, detail=first_line(exc))]
+    return [Task(assignment, "source", "source", source, full_marks),
+            Task(assignment, "release", "release", release, zero, hidden_from=source),
+            *delegation_tasks(assignment, source, release),
+            *mutant_tasks(assignment, source, root),
+            Task(assignment, "source again (deterministic)", "source_again", source, None)]
 
 
 def check_feedback(assignment: str, course: ScratchCourse, student: str, source) -> Row:
@@ -140,27 +172,57 @@ def check_feedback(assignment: str, course: ScratchCourse, student: str, source)
                detail=f"feedback shows: {shown[0]}" if shown else "")
 
 
-def check_assignment(assignment: str, root: Path, budget: float) -> Iterator[Row]:
-    """All check rows for one assignment, as each finishes; the time-budget row last."""
-    start = time.monotonic()
+# The scratch courses of this process, one per assignment, made on first use: a check
+# process grades tasks of every assignment and pays for generate_assignment once each.
+_courses: dict[str, ScratchCourse] = {}
+
+
+def _course(assignment: str, root: Path) -> ScratchCourse:
+    if not _courses:
+        Finalize(None, close_courses, exitpriority=10)  # also runs when a pool worker exits
+    if assignment not in _courses:
+        workdir = Path(tempfile.mkdtemp(prefix=f"autograder-{assignment}-"))
+        try:
+            _courses[assignment] = ScratchCourse(assignment, root, workdir)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+    return _courses[assignment]
+
+
+def close_courses() -> None:
+    """Delete this process's scratch courses."""
+    while _courses:
+        shutil.rmtree(_courses.popitem()[1].workdir, ignore_errors=True)
+
+
+def _not_judged(result: GradeResult) -> tuple[bool, str]:
+    return True, ""
+
+
+def run_task(task: Task, root: Path) -> tuple[list[Row], GradeResult | None]:
+    """Grade one task in this process's scratch course; its rows and the grade (None if it failed)."""
     try:
-        with scratch_course(assignment, root) as course:
-            source = read_notebook(source_notebook(assignment, root))
-            row, first = attempt(assignment, "source", partial(course.grade, source, "source"),
-                                 full_marks)
-            yield row
-            release_path = release_notebook(assignment, root)
-            yield attempt(assignment, "release",
-                          lambda: course.grade(read_notebook(release_path), "release"), zero)[0]
-            yield check_feedback(assignment, course, "release", source)
-            yield from check_delegation(assignment, course, source)
-            yield from check_mutants(assignment, course, root)
-            yield attempt(assignment, "source again (deterministic)",
-                          partial(course.grade, source, "source_again"), partial(same_scores, first))[0]
+        course = _course(task.assignment, root)
     except Exception as exc:  # e.g. generate_assignment failed: report, go on with the next
-        yield Row(assignment, "setup", False, detail=first_line(exc))
-    elapsed = time.monotonic() - start
-    yield Row(assignment, f"time budget {budget:g} s", elapsed <= budget, seconds=elapsed)
+        return [Row(task.assignment, task.what, False, detail=f"setup failed: {first_line(exc)}")], None
+    row, result = attempt(task.assignment, task.what, partial(course.grade, task.notebook, task.student),
+                          task.verdict or _not_judged)
+    rows = [row]
+    if task.hidden_from is not None and result is not None:
+        rows.append(check_feedback(task.assignment, course, task.student, task.hidden_from))
+    return rows, result
+
+
+def start_order(per_assignment: list[list[Task | Row]]) -> list[Task | Row]:
+    """All tasks, the assignments interleaved so that every core has work until the end."""
+    queues = [list(tasks) for tasks in per_assignment]
+    ordered = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                ordered.append(queue.pop(0))
+    return ordered
 
 
 def format_row(row: Row) -> str:
@@ -170,38 +232,79 @@ def format_row(row: Row) -> str:
     return f"{row.assignment:<28} {row.what:<40} {row.score:>9} {seconds}  {verdict:<4}  {row.detail}".rstrip()
 
 
-def _check_one(name: str, root: Path, budget: float) -> list[Row]:
-    return list(check_assignment(name, root, budget))
+class _Report:
+    """Collects rows as gradings finish, judges repeat gradings, and adds the time-budget rows."""
+
+    def __init__(self, names: list[str], budget: float, out: TextIO | None) -> None:
+        self.names, self.budget, self.out = names, budget, out
+        self.rows: list[Row] = []
+        self.seconds = {name: 0.0 for name in names}
+        self.first: dict[str, GradeResult | None] = {}
+        self.again: dict[str, tuple[Row, GradeResult | None]] = {}
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        if row.seconds is not None:
+            self.seconds[row.assignment] += row.seconds
+        if self.out:
+            print(format_row(row), file=self.out, flush=True)
+
+    def graded(self, task: Task, rows: list[Row], result: GradeResult | None) -> None:
+        if task.verdict is None:  # the repeat grading: judged once the first one is in
+            self.again[task.assignment] = (rows[0], result)
+        else:
+            for row in rows:
+                self.add(row)
+            if task.what == "source":
+                self.first[task.assignment] = result
+        for name in [n for n in self.again if n in self.first]:
+            row, result = self.again.pop(name)
+            if result is not None:
+                row.ok, row.detail = same_scores(self.first[name], result)
+            self.add(row)
+
+    def finish(self) -> list[Row]:
+        for name in self.names:
+            spent = self.seconds[name]
+            self.add(Row(name, f"time budget {self.budget:g} s", spent <= self.budget, seconds=spent,
+                         detail="sum of this assignment's gradings"))
+        return self.rows
 
 
 def run_check(assignments: list[str], root: Path | str | None = None, budget: float = 600.0,
               out: TextIO | None = None, jobs: int = 1) -> list[Row]:
     """Check ``assignments`` (all when empty), printing rows to ``out`` as they finish.
 
-    With ``jobs > 1`` that many assignments are checked at once, each in its own
-    process and scratch course; rows are printed one assignment at a time.
+    With ``jobs > 1`` that many gradings run at once, each worker process keeping one
+    scratch course per assignment; the assignments' gradings are interleaved, so the cores
+    stay busy until the last one. ``budget`` bounds the sum of each assignment's grading
+    times (seconds).
     """
     root = course_root(root)
     names = resolve_assignments(assignments, root)
     if not names:
         raise CourseError(f"no assignments under {root / 'source'}")
-    header = f"{'assignment':<28} {'what':<40} {'score':>9} {'seconds':>7}  result"
-    rows: list[Row] = []
     if out:
-        print(header, file=out, flush=True)
-
-    def report(row: Row) -> None:
-        rows.append(row)
-        if out:
-            print(format_row(row), file=out, flush=True)
-
-    if jobs <= 1 or len(names) == 1:
-        for name in names:
-            for row in check_assignment(name, root, budget):
-                report(row)
-        return rows
+        print(f"{'assignment':<28} {'what':<40} {'score':>9} {'seconds':>7}  result", file=out, flush=True)
+    report = _Report(names, budget, out)
+    ordered = start_order([assignment_tasks(name, root) for name in names])
+    for row in (item for item in ordered if isinstance(item, Row)):
+        report.add(row)
+    tasks = [item for item in ordered if isinstance(item, Task)]
+    if jobs <= 1:
+        try:
+            for task in tasks:
+                report.graded(task, *run_task(task, root))
+        finally:
+            close_courses()
+        return report.finish()
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for per_assignment in pool.map(_check_one, names, [root] * len(names), [budget] * len(names)):
-            for row in per_assignment:
-                report(row)
-    return rows
+        futures = {pool.submit(run_task, task, root): task for task in tasks}
+        for future in as_completed(futures):
+            task = futures[future]
+            try:
+                rows, result = future.result()
+            except Exception as exc:  # noqa: BLE001 - a worker that died: report, go on
+                rows, result = [Row(task.assignment, task.what, False, detail=f"worker failed: {first_line(exc)}")], None
+            report.graded(task, rows, result)
+    return report.finish()

@@ -16,7 +16,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from autograder.__main__ import main
-from autograder.check import check_mutants, run_check
+from autograder.check import Task, mutant_tasks, run_check
 from autograder.course import CourseError, release_notebook, source_notebook
 from autograder.grading import GradeResult, GradingError, grade_notebook
 from autograder.mutation import MutantError, parse_mutant, splice
@@ -132,17 +132,12 @@ def test_check_reports_a_surviving_mutant(course, tmp_path, monkeypatch):
     survivor.write_text(f"# assignment: {NAME}\n# grade_id: add\n# catches: nothing\n"
                         "def add(a, b):\n    return a + b\n")
 
-    class FullMarks:
-        """Stands in for a scratch course; the surviving mutant gets every point."""
-
-        def grade(self, nb, student):
-            assert "return a + b" in cell_with_id(nb, "add").source
-            return GradeResult(NAME, 3.0, 3.0, [])
-
     monkeypatch.setattr("autograder.check.mutant_files", lambda assignment, root: [survivor])
-    rows = list(check_mutants(NAME, FullMarks(), course))
-    assert [row.ok for row in rows] == [False]
-    assert "NOT caught: nothing" in rows[0].detail
+    source = nbformat.read(str(source_notebook(NAME, course)), as_version=4)
+    [task] = list(mutant_tasks(NAME, source, course))
+    assert isinstance(task, Task) and "return a + b" in cell_with_id(task.notebook, "add").source
+    ok, detail = task.verdict(GradeResult(NAME, 3.0, 3.0, []))  # the survivor gets every point
+    assert not ok and "NOT caught: nothing" in detail
 
 
 def test_grade_json_shape(course):
