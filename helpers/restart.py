@@ -17,6 +17,7 @@ results. Units: seconds for times, elements for sizes.
 from __future__ import annotations
 
 import atexit
+import io
 import random
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from matplotlib.figure import Figure
 from torch import nn
 
 from helpers import faults
@@ -36,12 +38,16 @@ from helpers.stored import load
 __all__ = [
     "NoisyMLP", "GlobalStream", "scratch_directory", "rng_draws", "load_fresh_on_rank", "optimizer_tensors", "uneven_batches", "round_trip_on_rank",
     "resumable_on_rank", "uneven_on_rank", "stored_uneven", "assert_round_trip", "assert_same_run",
-    "assert_uneven", "assert_states_equal", "MODEL", "ADAM",
+    "assert_uneven", "assert_states_equal", "MODEL", "ADAM", "plot_lost_time", "interval_explorer",
 ]
 
 STORED_REFERENCES = "10_visible_references"
 STORED_INTERVALS = "10_intervals"
 STORED_EXPLORER = "10_explorer"
+STORED_RESTART = "10_restart_ablation"
+STORED_ELASTIC = "10_elastic_denominator"
+STORED_UNEVEN = "10_uneven_flag"
+STORED_TORCHRUN = "10_torchrun_log"
 ADAM = dict(lr=0.02, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.0)
 State = dict[str, torch.Tensor]
 
@@ -146,9 +152,9 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> State:
 def _local_step(model: nn.Module, optimizer: torch.optim.Optimizer, stream: GlobalStream,
                 scaler: torch.amp.GradScaler | None) -> None:
     """One step on this rank's own view of the next batch, without communication."""
-    x, y = stream.next_batch()
+    inputs, targets = stream.next_batch()
     optimizer.zero_grad()
-    ((model(x) - y) ** 2).mean().backward()
+    ((model(inputs) - targets) ** 2).mean().backward()
     optimizer.step()
     if scaler is not None:  # a scaler whose state moves with the steps, as in mixed precision
         scaler.load_state_dict(dict(scaler.state_dict(), _growth_tracker=scaler.state_dict()["_growth_tracker"] + 1))
@@ -180,8 +186,8 @@ def round_trip_on_rank(save_fn: Callable[..., Any], load_fn: Callable[..., Any],
         model = model_fn()
         if fresh:  # other weights than the saved ones, as a new process would start with
             with torch.no_grad():
-                for p in model.parameters():
-                    p.add_(1.0)
+                for param in model.parameters():
+                    param.add_(1.0)
         scaler = _scaler(2.0 ** (16 if fresh else 9)) if with_scaler else None
         return model, torch.optim.Adam(model.parameters(), **hyper), GlobalStream(), scaler
 
@@ -303,3 +309,89 @@ def assert_uneven(out: Sequence[Mapping[str, Any]], steps: int, expected: Mappin
                 f"{case}, rank {rank}: {name} differs from the single-process reference by " \
                 f"{(got - want).abs().max().item():.3g}: every step's gradient must be the mean over the rows " \
                 "of all ranks that still had data"
+
+
+# --------------------------------------------------------------------------- figure and explorer
+
+DAY = 86400.0
+
+
+def _lost_axes(ax: Any, intervals: Sequence[float], curves: Mapping[str, Mapping[str, Any]], run_s: float) -> None:
+    hours = [t / 3600 for t in intervals]
+    for label, c in curves.items():
+        line, = ax.plot(hours, [v / 3600 for v in c["lost_s"]], label=label)
+        ax.plot([c["young_s"] / 3600], [c["lost_at_young_s"] / 3600], "o", color=line.get_color())
+        ax.axvline(c["daly_s"] / 3600, color=line.get_color(), linestyle=":", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("checkpoint interval τ (hours of compute)")
+    ax.set_ylabel(f"expected time lost over {run_s / DAY:g} days of work (hours)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(title="● Young's optimum, ⋮ Daly's", fontsize=8)
+
+
+def plot_lost_time(stored: Mapping[str, Any] | None = None) -> Figure:
+    """Expected lost time vs checkpoint interval for a few cluster sizes (stored ``10_intervals``)."""
+    data = load(STORED_INTERVALS) if stored is None else stored
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    curves = {f"N = {n} nodes (job MTBF {c['job_mtbf_s'] / 3600:.3g} h)": c for n, c in data["curves"].items()}
+    _lost_axes(ax, data["intervals_s"], curves, data["run_s"])
+    ax.set_title(f"δ = {data['checkpoint_s']:g} s per checkpoint, restart {data['restart_s']:g} s, "
+                 f"node MTBF {data['node_mtbf_s'] / (365 * DAY):g} years", fontsize=9)
+    return fig
+
+
+def interval_explorer(checkpoint_s: float = 60.0, mtbf_years: float = 5.0, nodes: int = 512) -> Any:
+    """Sliders over checkpoint cost δ, per-node MTBF and node count N (ipywidgets VBox).
+
+    Shows Young's and Daly's intervals, the job's MTBF and the expected lost-time curve, read
+    from the stored grid ``10_explorer`` (one entry per slider position). The box has
+    ``update()`` (redraw and return the numbers as a dict) and ``controls``.
+    """
+    import ipywidgets as W
+    from IPython.display import Image, display
+
+    grid = load(STORED_EXPLORER)
+    for name, value, options in (("checkpoint_s", checkpoint_s, grid["checkpoint_s"]),
+                                 ("mtbf_years", mtbf_years, grid["mtbf_years"]), ("nodes", nodes, grid["nodes"])):
+        if value not in options:
+            raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    style, layout = {"description_width": "170px"}, W.Layout(width="520px")
+    d_slider = W.SelectionSlider(options=grid["checkpoint_s"], value=checkpoint_s, description="checkpoint cost δ (s)",
+                                 style=style, layout=layout, continuous_update=False)
+    m_slider = W.SelectionSlider(options=grid["mtbf_years"], value=mtbf_years, description="node MTBF (years)",
+                                 style=style, layout=layout, continuous_update=False)
+    n_slider = W.SelectionSlider(options=grid["nodes"], value=nodes, description="nodes N", style=style,
+                                 layout=layout, continuous_update=False)
+    summary, out = W.HTML(), W.Output()
+
+    def update(*_: Any) -> dict[str, Any]:
+        d, m, n = d_slider.value, m_slider.value, n_slider.value
+        entry = grid["grid"][f"{d:g}|{m:g}|{n}"]
+        job_mtbf = m * 365 * DAY / n
+        lost = entry["lost_s"]
+        best = min(range(len(lost)), key=lost.__getitem__)
+        result = {"checkpoint_s": d, "mtbf_years": m, "nodes": n, "job_mtbf_s": job_mtbf,
+                  "young_s": entry["young_s"], "daly_s": entry["daly_s"], "min_lost_s": lost[best]}
+        summary.value = (f"<b>job MTBF</b> M = {job_mtbf / 3600:.3g} h &nbsp;·&nbsp; <b>Young</b> τ = "
+                         f"{entry['young_s'] / 60:.3g} min &nbsp;·&nbsp; <b>Daly</b> τ = {entry['daly_s'] / 60:.3g} min"
+                         f"<br>expected loss over {grid['run_s'] / DAY:g} days at the best interval: "
+                         f"{lost[best] / 3600:.3g} h ({100 * lost[best] / grid['run_s']:.2g} % of the run)")
+        fig = Figure(figsize=(6.5, 3.6), layout="constrained")
+        _lost_axes(fig.add_subplot(), grid["intervals_s"], {f"N = {n}": entry}, grid["run_s"])
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=90)
+        with out:
+            out.clear_output(wait=True)
+            display(Image(data=png.getvalue(), format="png"))
+        box.last_result = result
+        return result
+
+    for w in (d_slider, m_slider, n_slider):
+        w.observe(update, names="value")
+    box = W.VBox([d_slider, m_slider, n_slider, summary, out])
+    box.controls = {"checkpoint_s": d_slider, "mtbf_years": m_slider, "nodes": n_slider}
+    box.update = update
+    update()
+    return box

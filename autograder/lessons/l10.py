@@ -53,8 +53,8 @@ from helpers.cluster import ClusterError, run
 from helpers.data import tensors_to_json
 from helpers.reference import SameInit, state_of
 
-TIMEOUT_S = 20.0  # per distributed call of a hidden test
-HANG_TIMEOUT_S = 8.0  # an uneven-input run that hangs is stopped after this long
+TIMEOUT_S = 120.0  # per distributed call of a hidden test: generous, only a hang waits for it
+HANG_TIMEOUT_S = 20.0  # an uneven-input run that hangs is stopped after this long (a correct one: < 1 s)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 MARKER = "COMMITTED"
 
@@ -126,12 +126,19 @@ def load_checkpoint(directory: str, model: nn.Module, optimizer: torch.optim.Opt
 def train_resumable(model: nn.Module, optimizer: torch.optim.Optimizer, stream: lesson.GlobalStream,
                     directory: str, num_steps: int, every: int) -> int:
     """Resume from the latest committed checkpoint, train to ``num_steps``, checkpoint every ``every`` steps."""
-    meta = load_checkpoint(directory, model, optimizer)
+    return _train(model, optimizer, stream, directory, num_steps, every, load_checkpoint, old_denominator=False)
+
+
+def _train(model: nn.Module, optimizer: torch.optim.Optimizer, stream: lesson.GlobalStream, directory: str,
+           num_steps: int, every: int, load_fn: Callable[..., Any], old_denominator: bool) -> int:
+    """:func:`train_resumable` with another ``load_fn``, or dividing by the checkpoint's world size."""
+    meta = load_fn(directory, model, optimizer)
     step = 0
     if meta is not None:
         step = meta["step"]
         stream.load_state_dict(meta["cursor"])
     rank, world_size = dist.get_rank(), dist.get_world_size()
+    divisor = meta["world_size"] if old_denominator and meta is not None else world_size
     while step < num_steps:
         x, y = stream.next_batch()
         per_rank = len(x) // world_size
@@ -140,7 +147,7 @@ def train_resumable(model: nn.Module, optimizer: torch.optim.Optimizer, stream: 
         nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
         for p in model.parameters():
             dist.all_reduce(p.grad)
-            p.grad.div_(world_size)
+            p.grad.div_(divisor)
         optimizer.step()
         step += 1
         if step % every == 0:
@@ -616,16 +623,115 @@ def interval_explorer() -> dict[str, Any]:
         for years in EXPLORER_MTBF_YEARS:
             for n in EXPLORER_NODES:
                 mtbf = years * YEAR
+                young = young_interval(d, mtbf, n)
                 grid[f"{d:g}|{years:g}|{n}"] = {
-                    "young_s": young_interval(d, mtbf, n), "daly_s": daly_interval(d, mtbf, n),
+                    "young_s": young, "daly_s": daly_interval(d, mtbf, n),
+                    "lost_at_young_s": expected_lost_time(FIGURE["run_s"], young, d, FIGURE["restart_s"], mtbf, n),
                     "lost_s": [round(expected_lost_time(FIGURE["run_s"], t, d, FIGURE["restart_s"], mtbf, n), 3)
                                for t in intervals]}
     return {"checkpoint_s": EXPLORER_CHECKPOINT_S, "mtbf_years": EXPLORER_MTBF_YEARS, "nodes": EXPLORER_NODES,
             "run_s": FIGURE["run_s"], "restart_s": FIGURE["restart_s"], "intervals_s": intervals, "grid": grid}
 
 
+def _rounded_diff(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor]) -> float:
+    """Largest absolute difference, 3 significant digits; below 1e-12 (float64 rounding) stored as 0."""
+    diff = max((got[k] - want[k]).abs().max().item() for k in want)
+    return 0.0 if diff < 1e-12 else float(f"{diff:.3g}")
+
+
+class _LossyLoad:
+    """:func:`load_checkpoint`, then forget one thing a restart needs (for the chapter's table)."""
+
+    def __init__(self, missing: str) -> None:
+        self.missing = missing
+
+    def __call__(self, directory: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
+        meta = load_checkpoint(directory, model, optimizer)
+        if meta is None or self.missing == "nothing":
+            return meta
+        if self.missing == "optimizer state":
+            optimizer.state.clear()
+        elif self.missing == "RNG state":
+            seed = 1000 * 1234 + dist.get_rank()  # what a fresh process seeds itself with
+            torch.manual_seed(seed), np.random.seed(seed), random.seed(seed)
+        elif self.missing == "data cursor":
+            meta = dict(meta, cursor={"epoch": 0, "index": 0})
+        return meta
+
+
+def _lossy_on_rank(missing: str, directory: str, num_steps: int) -> dict[str, Any]:
+    train = lambda *args: _train(*args, load_fn=_LossyLoad(missing), old_denominator=False)  # noqa: E731
+    return lesson.resumable_on_rank(train, directory, num_steps, 4)
+
+
+RESTART_MISSING = ["nothing", "optimizer state", "RNG state", "data cursor"]
+
+
+def restart_ablation() -> dict[str, Any]:
+    """3 ranks stopped at step 6 (checkpoint at 4), resumed to 10: largest parameter difference
+    from the uninterrupted run, per rank, when the restart forgets one thing."""
+    with _Scratch() as directory:
+        want = _run(_lossy_on_rank, "nothing", directory, 10, world_size=3)
+    out = {}
+    for missing in RESTART_MISSING:
+        with _Scratch() as directory:
+            _run(_lossy_on_rank, missing, directory, 6, world_size=3)
+            got = _run(_lossy_on_rank, missing, directory, 10, world_size=3)
+        out[missing] = [_rounded_diff(g["params"], w["params"]) for g, w in zip(got, want)]
+    return {"stopped_at": 6, "checkpoint_at": 4, "num_steps": 10, "world_size": 3, "max_abs_diff": out}
+
+
+def _elastic_variant_on_rank(old_denominator: bool, directory: str, num_steps: int) -> dict[str, Any]:
+    model = lesson.MODEL()
+    model.noisy = False
+    optimizer = torch.optim.SGD(model.parameters(), lr=ELASTIC["lr"], momentum=ELASTIC["momentum"])
+    stream = lesson.GlobalStream(**ELASTIC["stream"])
+    _train(model, optimizer, stream, directory, num_steps, 2, load_checkpoint, old_denominator)
+    return state_of(model)
+
+
+def elastic_denominator() -> dict[str, Any]:
+    """4 ranks to step 5 (checkpoint at 4), then 3 ranks to step 8: distance from float64 SGD,
+    dividing by the current world size or by the checkpoint's."""
+    want = float64_training(lesson.MODEL, ELASTIC["stream"], 8, ELASTIC["lr"], ELASTIC["momentum"])
+    out = {}
+    for name, old in (("current world size (3)", False), ("checkpoint's world size (4)", True)):
+        with _Scratch() as directory:
+            _run(_elastic_variant_on_rank, old, directory, 5, world_size=4)
+            got = _run(_elastic_variant_on_rank, old, directory, 8, world_size=3)[0]
+        out[name] = _rounded_diff(got, want)
+    return {"old_world_size": 4, "new_world_size": 3, "checkpoint_at": 4, "num_steps": 8, "max_abs_diff": out}
+
+
+def uneven_flag_run() -> dict[str, Any]:
+    """The has-data-flag loop on the chapter's uneven case: steps and parameters on gloo, collectives per rank."""
+    counts, sizes, seed, lr = VISIBLE_UNEVEN["test_train_uneven"]
+    out, ledger = run(lesson.uneven_on_rank, train_uneven, lesson.uneven_batches(counts, sizes, seed), lr,
+                      world_size=len(counts), timeout=TIMEOUT_S, ledger=True)
+    return {"counts": counts, "sizes": sizes, "seed": seed, "lr": lr, "steps": [r["steps"] for r in out],
+            "params": tensors_to_json(out[0]["params"]),
+            "collectives_per_rank": [ledger.count(rank=k) for k in range(len(counts))]}
+
+
+TORCHRUN_FAULT = "kill:1:batch:3"
+
+
+def torchrun_log() -> dict[str, Any]:
+    """The log lines of the torchrun script when rank 1 is killed at its 3rd batch (2 workers, 1 restart)."""
+    from autograder import torchrun_restart
+
+    with _Scratch() as directory:
+        result = torchrun_restart.launch(os.path.join(directory, "ckpt"), os.path.join(directory, "out"),
+                                         fault=TORCHRUN_FAULT)
+    return {"fault": TORCHRUN_FAULT, "exit_code": result.returncode, "lines": torchrun_restart.events(result.stdout)}
+
+
 STORED = {
     lesson.STORED_REFERENCES: visible_references,
     lesson.STORED_INTERVALS: interval_figure,
     lesson.STORED_EXPLORER: interval_explorer,
+    lesson.STORED_RESTART: restart_ablation,
+    lesson.STORED_ELASTIC: elastic_denominator,
+    lesson.STORED_UNEVEN: uneven_flag_run,
+    lesson.STORED_TORCHRUN: torchrun_log,
 }
