@@ -118,6 +118,11 @@ def events(stdout: str) -> list[str]:
     return sorted(lines, key=lambda line: tuple(int(g) for g in _EVENT.match(line).groups()))
 
 
+def say(line: str) -> None:
+    """One log line in one ``write`` (atomic on a pipe: the workers share the launcher's stdout)."""
+    os.write(1, (line + "\n").encode())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--directory", required=True, help="checkpoint directory (shared by all workers)")
@@ -135,10 +140,9 @@ def main() -> None:
     torch.set_num_threads(1)
     tag = f"[attempt {attempt}, rank {rank}]"
     if attempt == 0 and (fault := faults.arm_from_env(rank)) is not None:
-        print(f"{tag} armed: {fault.describe()}", flush=True)
+        say(f"{tag} armed: {fault.describe()}")
     committed = committed_steps(args.directory)
-    print(f"{tag} world size {dist.get_world_size()}; latest committed step: "
-          f"{committed[-1] if committed else 'none'}", flush=True)
+    say(f"{tag} world size {dist.get_world_size()}; latest committed step: {committed[-1] if committed else 'none'}")
 
     model = lesson.MODEL()
     optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
@@ -149,7 +153,7 @@ def main() -> None:
              "cursor": stream.state_dict(), "rng": lesson.rng_draws()}
     os.makedirs(args.out, exist_ok=True)
     torch.save(state, os.path.join(args.out, f"rank{rank}.pt"))
-    print(f"{tag} finished at step {step}, cursor {state['cursor']}, parameters sha256 {digest(params)}", flush=True)
+    say(f"{tag} finished at step {step}, cursor {state['cursor']}, parameters sha256 {digest(params)}")
     dist.barrier()
     dist.destroy_process_group()
 

@@ -275,7 +275,8 @@ ROUND_TRIP_CASES = {
     # case: (world size, steps before the save, with a GradScaler, model, Adam hyper-parameters)
     "3 ranks, Adam, GradScaler": (3, 3, True, SameInit(lesson.NoisyMLP, seed=21, kwargs={"hidden": 7}),
                                   dict(lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.01)),
-    "4 ranks, no scaler": (4, 2, False, SameInit(lesson.NoisyMLP, seed=23), lesson.ADAM),
+    "3 ranks, no scaler, wider model": (3, 2, False, SameInit(lesson.NoisyMLP, seed=23, kwargs={"hidden": 16}),
+                                        lesson.ADAM),
 }
 
 
@@ -717,13 +718,19 @@ TORCHRUN_FAULT = "kill:1:batch:3"
 
 
 def torchrun_log() -> dict[str, Any]:
-    """The log lines of the torchrun script when rank 1 is killed at its 3rd batch (2 workers, 1 restart)."""
+    """The torchrun script's log when rank 1 is killed at its 3rd batch (2 workers, 1 restart), and the
+    final lines of an uninterrupted run of the same script."""
     from autograder import torchrun_restart
 
-    with _Scratch() as directory:
-        result = torchrun_restart.launch(os.path.join(directory, "ckpt"), os.path.join(directory, "out"),
-                                         fault=TORCHRUN_FAULT)
-    return {"fault": TORCHRUN_FAULT, "exit_code": result.returncode, "lines": torchrun_restart.events(result.stdout)}
+    runs = {}
+    for name, fault, restarts in (("killed", TORCHRUN_FAULT, 1), ("uninterrupted", None, 0)):
+        with _Scratch() as directory:
+            runs[name] = torchrun_restart.launch(os.path.join(directory, "ckpt"), os.path.join(directory, "out"),
+                                                 fault=fault, max_restarts=restarts)
+    return {"fault": TORCHRUN_FAULT, "exit_code": runs["killed"].returncode,
+            "lines": torchrun_restart.events(runs["killed"].stdout),
+            "uninterrupted_lines": [line for line in torchrun_restart.events(runs["uninterrupted"].stdout)
+                                    if "finished" in line]}
 
 
 STORED = {
