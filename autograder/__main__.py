@@ -75,7 +75,9 @@ def format_table(result: GradeResult) -> str:
     width = max([len(c.grade_id) for c in result.cells] + [7])
     lines.append(f"{'cell':<{width}}  {'score':>9}")
     for cell in result.cells:
-        lines.append(f"{cell.grade_id:<{width}}  {cell.score:>4g}/{cell.max_score:<4g}  {cell.message}".rstrip())
+        first, *rest = cell.message.splitlines() or [""]
+        lines.append(f"{cell.grade_id:<{width}}  {cell.score:>4g}/{cell.max_score:<4g}  {first}".rstrip())
+        lines.extend(f"{'':<{width}}  {'':9}  {line}".rstrip() for line in rest)
     lines.extend(f"note: {note}" for note in result.notes)
     return "\n".join(lines)
 

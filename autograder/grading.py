@@ -18,6 +18,8 @@ from sqlalchemy.exc import SAWarning
 
 from .course import (SOURCE, CourseError, check_api_result, course_root, list_assignments, make_api,
                      read_notebook, source_notebook)
+from .feedback import hidden_lines, scrub
+from .guard import CELL_SECONDS, GRADER_ERRORS
 from .release import generate_release
 
 
@@ -27,12 +29,16 @@ class GradingError(CourseError):
 
 @dataclass
 class CellGrade:
-    """The grade of one graded cell; ``message`` says why points were lost, if known."""
+    """The grade of one graded cell; ``message`` says why points were lost, if known.
+
+    ``seconds`` is the cell's wall time in this grading (0 if it did not run).
+    """
 
     grade_id: str
     score: float
     max_score: float
     message: str = ""
+    seconds: float = 0.0
 
 
 @dataclass
@@ -57,8 +63,8 @@ class GradeResult:
             "assignment": self.assignment,
             "score": self.score,
             "max_score": self.max_score,
-            "cells": [{"grade_id": c.grade_id, "score": c.score, "max_score": c.max_score}
-                      for c in self.cells],
+            "cells": [{"grade_id": c.grade_id, "score": c.score, "max_score": c.max_score,
+                       "message": c.message, "seconds": round(c.seconds, 3)} for c in self.cells],
             "notes": list(self.notes),
         }
 
@@ -93,6 +99,65 @@ def check_structure(submitted: NotebookNode, reference: NotebookNode) -> None:
         if gid in expected and cell.cell_type != expected[gid]:
             raise GradingError(f"cell {gid!r} was changed from a {expected[gid]} cell to a "
                                f"{cell.cell_type} cell; change it back and resubmit")
+
+
+GRADING_FLAGS = ("grade", "solution", "locked", "points", "grade_id")
+
+
+def _kind(meta: dict) -> str:
+    return "test" if meta.get("grade") and not meta.get("solution") else \
+        "answer" if meta.get("solution") else "locked" if meta.get("locked") else "other"
+
+
+def repair_metadata(submitted: NotebookNode, release: NotebookNode) -> tuple[NotebookNode, list[str]]:
+    """Give nbgrader cells back the metadata of their release cells; one note per repair.
+
+    A cell whose grade_id is unknown takes the id of the release cell expected at its place
+    (the next one missing, if it is of the same kind and cell type), or, if none fits, loses
+    its nbgrader metadata and runs as an ordinary cell. A known cell whose flags changed (a
+    test cell marked as a solution, different points) gets the release's flags back.
+    """
+    nb = copy.deepcopy(submitted)
+    expected = [c for c in release.cells if grade_id(c)]
+    by_id = {grade_id(c): c for c in expected}
+    present = {grade_id(c) for c in nb.cells if grade_id(c)}
+    missing = [grade_id(c) for c in expected if grade_id(c) not in present]
+    notes = []
+    for cell in nb.cells:
+        gid = grade_id(cell)
+        if gid is None:
+            continue
+        if gid not in by_id:
+            fits = [m for m in missing if by_id[m].cell_type == cell.cell_type
+                    and _kind(nbgrader_meta(by_id[m])) == _kind(nbgrader_meta(cell))][:1]
+            if fits:
+                missing.remove(fits[0])
+                notes.append(f"cell {gid!r} had its grade_id renamed; it was graded as {fits[0]!r}")
+                gid = fits[0]
+            else:
+                del cell.metadata["nbgrader"]
+                notes.append(f"cell {gid!r} is not part of the assignment; it ran as an ordinary cell")
+                continue
+        reference = nbgrader_meta(by_id[gid])
+        if gid != grade_id(cell) or any(nbgrader_meta(cell).get(k) != reference.get(k) for k in GRADING_FLAGS):
+            if gid == grade_id(cell):
+                notes.append(f"cell {gid!r} had its nbgrader metadata changed (now a {_kind(nbgrader_meta(cell))} "
+                             f"cell); it was graded as the {_kind(reference)} cell it is")
+            cell.metadata["nbgrader"] = copy.deepcopy(reference)
+    return nb, notes
+
+
+def looks_like(submitted: NotebookNode, assignment: str, root: Path | str | None) -> str | None:
+    """The assignment ``submitted`` belongs to if it shares no graded cell with ``assignment`` but does with it."""
+    ids = {grade_id(c) for c in submitted.cells} - {None, "imports"}
+    if not ids:
+        return None
+    overlap = {name: len(ids & {grade_id(c) for c in read_notebook(source_notebook(name, root)).cells})
+               for name in list_assignments(root)}
+    if overlap.get(assignment):
+        return None
+    best = max(overlap, key=overlap.get, default=None)
+    return best if best and overlap[best] else None
 
 
 def restore_locked_cells(submitted: NotebookNode, release: NotebookNode,
@@ -130,15 +195,24 @@ def restore_locked_cells(submitted: NotebookNode, release: NotebookNode,
     return nb, notes
 
 
-def failure_message(cell: NotebookNode) -> str:
-    """First line of the error (or stderr) a graded cell produced, if any."""
+MAX_MESSAGE = 8000  # characters of one cell's message; a rank's traceback rarely needs more
+
+
+def failure_message(cell: NotebookNode, secret: set[str]) -> str:
+    """The whole error a graded cell produced (``name: message``), without lines quoting ``secret``.
+
+    The grader's own verdicts (refusal, time limit, kernel fault) come first: they explain
+    any error the cell showed before them. A cell that wrote to stderr (only possible
+    outside the guarded grader) reports that.
+    """
+    errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+    errors.sort(key=lambda o: o.ename not in GRADER_ERRORS)
+    if errors:
+        text = f"{errors[0].ename}: {errors[0].evalue}" if errors[0].evalue else errors[0].ename
+        return scrub(text, secret).strip()[:MAX_MESSAGE]
     for output in cell.get("outputs", []):
-        if output.output_type == "error":
-            text = f"{output.ename}: {output.evalue}" if output.evalue else output.ename
-            return text.splitlines()[0][:200]
         if output.output_type == "stream" and output.name == "stderr":
-            text = output.text.strip()
-            return ("stderr: " + (text.splitlines()[0] if text else ""))[:200]
+            return ("stderr: " + scrub(output.text, secret).strip())[:MAX_MESSAGE]
     return ""
 
 
@@ -174,7 +248,9 @@ class ScratchCourse:
         """Autograde ``submitted`` as ``student`` and return its scores."""
         start = time.monotonic()
         check_structure(submitted, self.release)
-        nb, notes = restore_locked_cells(submitted, self.release, self.source)
+        repaired, notes = repair_metadata(submitted, self.release)
+        nb, restored = restore_locked_cells(repaired, self.release, self.source)
+        notes.extend(restored)
         name = self.assignment
         target = self.workdir / "submitted" / student / name / f"{name}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -202,7 +278,8 @@ class ScratchCourse:
         name = self.assignment
         autograded = self.workdir / "autograded" / student / name / f"{name}.ipynb"
         executed = nbformat.read(autograded, as_version=4)
-        messages = {nbgrader_meta(c).get("grade_id"): failure_message(c) for c in executed.cells}
+        secret = hidden_lines(self.source)
+        messages = {nbgrader_meta(c).get("grade_id"): failure_message(c, secret) for c in executed.cells}
         notes.extend(refusals(executed))
         with self.gradebook() as gb:
             submission = gb.find_submission(name, student)
@@ -214,7 +291,8 @@ class ScratchCourse:
                 if grade.needs_manual_grade:
                     notes.append(f"cell {gid!r} needs manual grading; it counts 0 here")
                 got, out_of = float(grade.score or 0.0), float(grade.max_score)
-                cells.append(CellGrade(gid, got, out_of, messages.get(gid, "") if got < out_of else ""))
+                cells.append(CellGrade(gid, got, out_of, messages.get(gid, "") if got < out_of else "",
+                                       CELL_SECONDS.get(gid, 0.0)))
         return cells, score, max_score
 
 
@@ -243,6 +321,10 @@ def grade_notebook(path: Path | str, assignment: str | None = None,
     if name not in known:
         raise GradingError(f"unknown assignment {name!r} (known: {', '.join(known) or 'none'}); "
                            "name the notebook after its assignment or pass the assignment")
+    other = looks_like(submitted, name, root)
+    if other:
+        raise GradingError(f"this looks like assignment {other}, not {name} (it has {other}'s graded cells "
+                           f"and none of {name}'s); grade it as {other}")
     check_structure(submitted, read_notebook(source_notebook(name, root)))  # fail before nbgrader runs
     with scratch_course(name, root) as course:
         return course.grade(submitted, "student")

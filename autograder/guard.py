@@ -14,20 +14,44 @@ grade the same way. Around nbgrader's own cell-by-cell execution it adds three t
    kernel's ``user_expressions`` (no input transformer applies). If a cell changed a
    watched function, class method, transformer or hook, that cell's test (when it is one)
    and every later test cell score 0 with a message naming the cell and the change.
+
+It also contains faults to the cell they happen in:
+
+4. **Time limits.** Each cell has its own limit (:func:`autograder.budget.cell_limit`); a
+   cell over it is interrupted and reported as "exceeded its time limit of N s".
+5. **Kernel faults.** A kernel that dies in a cell, or does not answer the interrupt after
+   a time limit, costs that cell: it gets a one-line error, a fresh kernel replays the
+   earlier student and import cells, and grading goes on.
+6. **stderr is shown, not scored.** nbgrader scores a test cell that wrote to stderr 0;
+   what kernel-side code writes to stderr (a ``print(..., file=sys.stderr)``, a warning)
+   becomes stdout lines prefixed ``[stderr]``, as output from ranks is shown prefixed
+   ``[rank k]`` (:mod:`helpers.cluster`). Only errors cost points.
+7. **Leftover processes.** Every process started below the grader during grading, even
+   one started in a new session, is ended when grading ends (:mod:`autograder.processes`).
 """
 from __future__ import annotations
 
 import ast
+import time
 
-from nbformat import NotebookNode
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
+from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 
+from .budget import cell_limit
 from .policy import imported_names, refusal
+from .processes import Descendants
 
 IMPORTS_GRADE_ID = "imports"
 PROBE = "__import__('autograder.integrity', fromlist=['check']).check()"
 PROBE_TIMEOUT_S = 60
+INTERRUPT_REPLY_S = 20  # seconds an interrupted kernel may take to answer (ending its ranks, on a loaded machine)
+TIME_LIMIT = "TimeLimitExceeded"
+KERNEL_FAULT = "KernelFault"
+GRADER_ERRORS = ("GradingRefused", TIME_LIMIT, KERNEL_FAULT)  # errors the grader itself writes
+STDERR_PREFIX = "[stderr] "
+CELL_SECONDS: dict[str, float] = {}  # grade_id -> wall seconds of the latest grading in this process
 
 
 class GradingRefused(Exception):
@@ -47,6 +71,14 @@ def _label(cell: NotebookNode, index: int) -> str:
     return f"cell {gid!r}" if gid else f"cell {index + 1}"
 
 
+def stderr_as_stdout(outputs: list[NotebookNode]) -> None:
+    """Turn stderr stream outputs into stdout lines prefixed ``[stderr]``, in place."""
+    for output in outputs:
+        if output.output_type == "stream" and output.name == "stderr":
+            output.name = "stdout"
+            output.text = "".join(STDERR_PREFIX + line for line in output.text.splitlines(keepends=True))
+
+
 def is_student_cell(cell: NotebookNode) -> bool:
     """Code a student wrote or may have edited: a solution cell, or any cell without a lock."""
     meta = _meta(cell)
@@ -63,7 +95,16 @@ class GuardedExecute(Execute):
         self._prelude = imports[0].source if imports else ""
         self._broken: str | None = None
         self._probed = False
-        return super().preprocess(nb, resources, km=km)
+        self._assignment = (resources or {}).get("nbgrader", {}).get("assignment")
+        self._replay: list[str] = []  # earlier student and import cells, for a fresh kernel
+        CELL_SECONDS.clear()
+        processes = Descendants()
+        try:
+            return super().preprocess(nb, resources, km=km)
+        finally:
+            left = processes.end()
+            if left:
+                self.log.warning("ended %d process(es) left running by the notebook: %s", len(left), left)
 
     def preprocess_cell(self, cell, resources, index):  # noqa: D102
         if cell.cell_type != "code" or not cell.source.strip():
@@ -85,11 +126,52 @@ class GuardedExecute(Execute):
                 return cell, self.resources
         if graded_test and self._prelude:
             self._quiet(self._prelude, {})
-        cell, resources = super().preprocess_cell(cell, resources, index)
+        cell = self._execute(cell, index)
+        stderr_as_stdout(cell.outputs)
+        if not graded_test and not any(o.output_type == "error" and o.ename == KERNEL_FAULT for o in cell.outputs):
+            self._replay.append(cell.source)
         self._probe(cell, index)
         if graded_test and self._broken:
             cell.outputs.append(_error_output("GradingRefused", self._broken))
-        return cell, resources
+        return cell, self.resources
+
+    def _execute(self, cell: NotebookNode, index: int) -> NotebookNode:
+        """Run one cell within its time limit; a kernel fault costs this cell and restarts the kernel."""
+        limit = cell_limit(self._assignment, _meta(cell).get("grade_id"))
+        self.timeout, self.iopub_timeout = limit, INTERRUPT_REPLY_S
+        self.error_on_timeout = {"ename": TIME_LIMIT, "evalue": f"this cell exceeded its time limit of {limit} s",
+                                 "traceback": [f"{TIME_LIMIT}: this cell exceeded its time limit of {limit} s"]}
+        start = time.monotonic()
+        try:
+            super().preprocess_cell(cell, self.resources, index)
+        except (DeadKernelError, CellTimeoutError) as exc:
+            died = isinstance(exc, DeadKernelError) or not run_sync(self.km.is_alive)()
+            what = "the kernel died in this cell" if died else \
+                f"the kernel did not respond in this cell (not even to an interrupt after {limit} s)"
+            cell.outputs = [output for output in cell.get("outputs", []) if output.output_type == "stream"]
+            cell.outputs.append(_error_output(KERNEL_FAULT, f"{what}; a fresh kernel graded the cells after it"))
+            self.log.warning("%s: %s", _label(cell, index), what)
+            self._fresh_kernel()
+        if any(o.output_type == "error" and o.ename == TIME_LIMIT for o in cell.outputs):
+            # the interrupt's KeyboardInterrupt says less than the limit that caused it
+            cell.outputs = [o for o in cell.outputs if not (o.output_type == "error" and o.ename == "KeyboardInterrupt")]
+        if _meta(cell).get("grade_id"):
+            CELL_SECONDS[_meta(cell)["grade_id"]] = time.monotonic() - start
+        return cell
+
+    def _fresh_kernel(self) -> None:
+        """Restart the kernel and replay, silently, the student and import cells run so far."""
+        run_sync(self.km.restart_kernel)(now=True)
+        self.kc.stop_channels()
+        self.start_new_kernel_client()
+        self._probed = False
+        self._probe(None, 0)  # a new fingerprint, before student code runs again
+        self._probed = True
+        for source in self._replay:
+            try:
+                self._quiet(source, {})
+            except TimeoutError:
+                self.log.warning("a replayed cell did not finish within %d s", PROBE_TIMEOUT_S)
 
     def _probe(self, cell: NotebookNode | None, index: int) -> None:
         """Run the integrity check; remember the first failure."""

@@ -173,8 +173,22 @@ def _format_warnings(caught: list[warnings.WarningMessage]) -> str:
     return "".join(f"{w.category.__name__}: {w.message} ({os.path.basename(w.filename)}:{w.lineno})\n" for w in caught)
 
 
+GROUP_DESTROYED = ("the function destroyed the process group that run() owns (do not call "
+                   "destroy_process_group in it); a new group is formed for the next call")
+
+
+def _error(exc: BaseException) -> tuple[str, str, str, list[tuple[str, int, str]]]:
+    """(exception type, traceback text, exception line, frames as (file, line number, function))."""
+    # Start the traceback at fn: the frames above it are this module's plumbing.
+    tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    line = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    frames = [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(tb)]
+    return type(exc).__name__, text, line, frames
+
+
 def _run_task(payload: bytes, seed: int, capture: _Capture) -> tuple[str, Any, str]:
-    """Run one task; returns (status, value or (exc type, traceback), captured output)."""
+    """Run one task; returns (status, value or :func:`_error`'s tuple, captured output)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.filterwarnings("ignore", message=_SILENCED_WARNINGS, category=FutureWarning)
@@ -182,12 +196,11 @@ def _run_task(payload: bytes, seed: int, capture: _Capture) -> tuple[str, Any, s
             fn, args, kwargs = cloudpickle.loads(payload)
             _seed_everything(seed)
             value = fn(*args, **kwargs)
+            if not dist.is_initialized():
+                raise RuntimeError(GROUP_DESTROYED)
             status, result = "done", cloudpickle.dumps(value)
         except BaseException as exc:  # a student's rank may raise anything, even SystemExit
-            # Start the traceback at fn: the frames above it are this module's plumbing.
-            frames = exc.__traceback__.tb_next if exc.__traceback__ else None
-            text = "".join(traceback.format_exception(type(exc), exc, frames))
-            status, result = "error", (type(exc).__name__, text)
+            status, result = "error", _error(exc)
     return status, result, _format_warnings(caught) + capture.take()
 
 
@@ -222,3 +235,5 @@ def main(rank: int, world_size: int, store_path: str, conn: Any, lifeline: Any, 
         ledger.task_id, ledger.calls = task_id, 0
         status, result, output = _run_task(payload, seed, capture)
         conn.send((status, task_id, result, output))
+        if not dist.is_initialized():
+            os._exit(0)  # the kernel discards this group and forms a new one for the next call

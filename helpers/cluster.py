@@ -11,14 +11,26 @@ torch forks them once per world size), so a repeated call costs milliseconds ins
 of the seconds a fresh ``torch.multiprocessing.spawn`` group costs.
 
 Every call is bounded: a rank that raises comes back as :class:`RankError` with its
-traceback, a rank that does not finish within ``timeout`` seconds as
-:class:`CollectiveTimeout`, ranks whose collectives diverge as
-:class:`CollectiveMismatch`. After any of these the workers are killed and the next
-call starts a fresh group.
+traceback, ranks whose collectives diverge as :class:`CollectiveMismatch`, ranks that
+are stuck as :class:`CollectiveTimeout`. After any of these the workers are killed and
+the next call starts a fresh group.
+
+"Stuck" is decided from evidence, not from wall time alone, so a busy machine does not
+turn a slow correct call into a deadlock verdict:
+
+* at once (after ``ERROR_GRACE``), when a rank waits in a collective that a peer which
+  already returned never entered;
+* after ``timeout`` seconds, when for ``PROGRESS_WINDOW`` seconds no unfinished rank used
+  CPU time (``MIN_CPU_S``) or entered a collective: ranks blocked in gloo or sleeping use
+  none, ranks computing on a loaded machine still do;
+* after ``runaway_timeout`` seconds (default ``RUNAWAY_FACTOR * timeout``) whatever the
+  ranks are doing: the hard bound for an endless loop.
 """
 from __future__ import annotations
 
 import atexit
+import collections
+import io
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -28,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -51,6 +64,10 @@ MAX_WORLD_SIZE = 8
 STARTUP_TIMEOUT = 120.0  # seconds for a new group to form (2 cores, busy CI)
 ERROR_GRACE = 1.0  # seconds the other ranks get to finish after one rank raised
 STOP_TIMEOUT = 5.0  # seconds a graceful shutdown may take before workers are killed
+PROGRESS_WINDOW = 2.0  # seconds without progress, once ``timeout`` has passed, that mean "stuck"
+MIN_CPU_S = 0.05  # CPU seconds a rank must use within the window to count as computing
+RUNAWAY_FACTOR = 6.0  # default hard bound, as a multiple of ``timeout``
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class ClusterError(RuntimeError):
@@ -58,13 +75,20 @@ class ClusterError(RuntimeError):
 
 
 class RankError(ClusterError):
-    """A rank raised an exception (or its process died); carries that rank's traceback."""
+    """A rank raised an exception (or its process died); carries that rank's traceback.
 
-    def __init__(self, message: str, rank: int, exc_type: str, traceback_text: str) -> None:
+    ``exc_line`` is the exception's own line (``ValueError: shard 2 is empty``) and
+    ``frame`` the caller's deepest frame in it (file, line and code), "" if unknown.
+    """
+
+    def __init__(self, message: str, rank: int, exc_type: str, traceback_text: str,
+                 exc_line: str = "", frame: str = "") -> None:
         super().__init__(message)
         self.rank = rank
         self.exc_type = exc_type
         self.traceback_text = traceback_text
+        self.exc_line = exc_line
+        self.frame = frame
 
 
 class CollectiveTimeout(ClusterError, TimeoutError):
@@ -77,6 +101,27 @@ class CollectiveTimeout(ClusterError, TimeoutError):
 
 class CollectiveMismatch(ClusterError):
     """The ranks of a group issued different collectives (op, dtype or shape) at one call."""
+
+
+def _code_keeping_filename(code: types.CodeType) -> tuple:
+    """cloudpickle's reduction of a code object, with the file name it drops put back.
+
+    Tracebacks from a rank then name the notebook cell or file the caller's code came
+    from, so its lines can be shown (see :func:`_own_frame`).
+    """
+    rebuild, args = cloudpickle.cloudpickle._code_reduce(code)
+    return rebuild, tuple(code.co_filename if arg == "<dynamic-code>" else arg for arg in args)
+
+
+class _Pickler(cloudpickle.Pickler):
+    dispatch_table = collections.ChainMap({types.CodeType: _code_keeping_filename},
+                                          cloudpickle.Pickler.dispatch_table)
+
+
+def _dumps(obj: Any) -> bytes:
+    buffer = io.BytesIO()
+    _Pickler(buffer).dump(obj)
+    return buffer.getvalue()
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -237,11 +282,40 @@ def _tail(path: str, limit: int = 4000) -> str:
 
 
 _PLUMBING = ("multiprocessing", "helpers/_worker.py", "c10d_logger.py", "<string>")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# Where frames are not the caller's own: the standard library, torch, and the course's packages.
+_LIBRARY_DIRS = (os.path.dirname(os.__file__), os.path.dirname(torch.__file__), _HERE + os.sep,
+                 os.path.join(os.path.dirname(_HERE), "autograder") + os.sep)
 
 
 def _user_frames(dump: str) -> str:
     """Keep the frames of a faulthandler dump that belong to the caller's code."""
     return "\n".join(line for line in dump.splitlines() if not any(p in line for p in _PLUMBING))
+
+
+def _own_frame(frames: list[tuple[str, int, str]]) -> str:
+    """The deepest frame of the caller's code (not torch, the standard library or the course), with its line.
+
+    Ranks cannot show a notebook cell's code (it lives in the kernel's line cache), so
+    the line is looked up here.
+    """
+    import linecache
+
+    for filename, lineno, name in reversed(frames):
+        if not filename.startswith(_LIBRARY_DIRS) and "site-packages" not in filename:
+            code = linecache.getline(filename, lineno).strip()
+            return f'File "{filename}", line {lineno}, in {name}' + (f"\n    {code}" if code else "")
+    return ""
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, seconds) process ``pid`` has used; 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 _pools: dict[int, _Pool] = {}
@@ -336,6 +410,8 @@ class _Outcome:
         self._seen: dict[tuple[int, ...], list[tuple]] = {}
         self._calls: dict[tuple[int, tuple[int, ...]], int] = {}
         self.mismatched = False
+        self.messages = 0  # messages received: entering a collective is progress
+        self.verdict = ""  # why unfinished ranks were given up on: "deadlock", "stalled" or "runaway"
 
     def add_record(self, rank: int, record: CollectiveRecord) -> None:
         self.records[rank].append(record)
@@ -351,6 +427,15 @@ class _Outcome:
     def finished(self, rank: int) -> bool:
         return rank in self.results or rank in self.errors or rank in self.died
 
+    def waits_for_returned_peer(self, rank: int) -> bool:
+        """Whether ``rank`` is in a collective that a peer which already returned never entered."""
+        if not self.records[rank]:
+            return False
+        last = self.records[rank][-1]
+        index = self._calls[(rank, last.group_ranks)] - 1
+        return any(peer in self.results and self._calls.get((peer, last.group_ranks), 0) <= index
+                   for peer in last.group_ranks if peer != rank)
+
 
 def run(
     fn: Callable[..., Any],
@@ -359,6 +444,7 @@ def run(
     timeout: float = 30.0,
     seed: int | None = None,
     ledger: bool = False,
+    runaway_timeout: float | None = None,
     **kwargs: Any,
 ) -> list[Any] | tuple[list[Any], Ledger]:
     """Run ``fn(*args, **kwargs)`` on every rank of a gloo group; return per-rank results.
@@ -367,8 +453,11 @@ def run(
         fn: called on each rank with ``torch.distributed`` already initialised
             (backend gloo, ``world_size`` ranks). May be defined in a notebook cell.
         world_size: number of ranks, 1 to 8.
-        timeout: seconds the whole call may take on every rank before
-            :class:`CollectiveTimeout` is raised.
+        timeout: seconds after which ranks that make no progress (no CPU time, no
+            collective entered, for ``PROGRESS_WINDOW`` seconds) raise
+            :class:`CollectiveTimeout`; ranks still computing may go on.
+        runaway_timeout: hard bound in seconds on the whole call, whatever the ranks
+            do (default ``RUNAWAY_FACTOR * timeout``).
         seed: course seed; rank ``k`` seeds torch, numpy and random with
             ``rank_seed(seed, k)`` before calling ``fn`` (default ``COURSE_SEED``).
         ledger: also return the :class:`Ledger` of collectives each rank issued.
@@ -381,8 +470,9 @@ def run(
         raise ValueError(f"world_size must be between 1 and {MAX_WORLD_SIZE}, got {world_size}")
     if timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
+    runaway = RUNAWAY_FACTOR * timeout if runaway_timeout is None else max(runaway_timeout, timeout)
     try:
-        payload = cloudpickle.dumps((fn, args, kwargs))
+        payload = _dumps((fn, args, kwargs))
     except Exception as exc:
         raise TypeError(f"cannot send {fn!r} and its arguments to the ranks: {exc}") from exc
     seed = COURSE_SEED if seed is None else seed
@@ -393,13 +483,13 @@ def run(
         try:
             for rank, conn in enumerate(pool.conns):
                 conn.send(("task", task_id, payload, rank_seed(seed, rank)))
-            outcome = _collect(pool, task_id, timeout)
+            outcome = _collect(pool, task_id, timeout, runaway)
         except BaseException:  # KeyboardInterrupt included: never leave ranks mid-collective
             _discard(world_size)
             raise
         _print_outputs(outcome.outputs)
         result_ledger = Ledger(outcome.records)
-        error = _diagnose(pool, outcome, result_ledger, timeout)
+        error = _diagnose(pool, outcome, result_ledger, timeout, runaway)
         if error is not None:
             _discard(world_size)
             raise error
@@ -407,22 +497,55 @@ def run(
     return (results, result_ledger) if ledger else results
 
 
-def _collect(pool: _Pool, task_id: int, timeout: float) -> _Outcome:
-    """Read messages from all ranks until each finished, one died, or time ran out."""
+class _Progress:
+    """CPU time and messages of the unfinished ranks at one instant, to compare with later."""
+
+    def __init__(self, pool: _Pool, outcome: _Outcome, pending: list[int]) -> None:
+        self.at = time.monotonic()
+        self.messages = outcome.messages
+        self.cpu = {k: _cpu_seconds(pool.procs[k].pid) for k in pending}
+
+    def advanced(self, pool: _Pool, outcome: _Outcome) -> bool:
+        return outcome.messages > self.messages or any(
+            _cpu_seconds(pool.procs[k].pid) - cpu >= MIN_CPU_S for k, cpu in self.cpu.items())
+
+
+def _collect(pool: _Pool, task_id: int, timeout: float, runaway: float) -> _Outcome:
+    """Read messages from all ranks until each finished, or the unfinished ones are stuck (see the module doc)."""
     outcome = _Outcome(pool.world_size)
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    hard_end, grace_end = start + runaway, float("inf")
+    progress: _Progress | None = None
     while True:
         pending = [k for k in range(pool.world_size) if not outcome.finished(k)]
         if not pending:
             return outcome
+        now = time.monotonic()
         if outcome.errors or outcome.died or outcome.mismatched:
-            deadline = min(deadline, time.monotonic() + ERROR_GRACE)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+            grace_end = min(grace_end, now + ERROR_GRACE)
+        elif any(outcome.waits_for_returned_peer(k) for k in pending):
+            outcome.verdict = "deadlock"
+            grace_end = min(grace_end, now + ERROR_GRACE)
+        if now >= hard_end:
+            outcome.verdict = outcome.verdict or "runaway"
             return outcome
+        if now >= grace_end:
+            return outcome
+        next_look = min(hard_end, grace_end)
+        if now >= start + timeout:
+            if progress is not None and now >= progress.at + PROGRESS_WINDOW:
+                if not progress.advanced(pool, outcome):
+                    outcome.verdict = outcome.verdict or "stalled"
+                    return outcome
+                progress = None
+            if progress is None:
+                progress = _Progress(pool, outcome, pending)
+            next_look = min(next_look, progress.at + PROGRESS_WINDOW)
+        else:
+            next_look = min(next_look, start + timeout)
         watched = {pool.conns[k]: k for k in pending}
         sentinels = {pool.procs[k].sentinel: k for k in pending}
-        for ready in mp.connection.wait([*watched, *sentinels], timeout=remaining):
+        for ready in mp.connection.wait([*watched, *sentinels], timeout=max(0.0, next_look - now)):
             if ready in watched:
                 _receive(pool, watched[ready], task_id, outcome)
             elif not pool.conns[sentinels[ready]].poll():
@@ -439,6 +562,7 @@ def _receive(pool: _Pool, rank: int, task_id: int, outcome: _Outcome) -> None:
     kind, msg_task = message[0], message[1]
     if msg_task != task_id:
         return
+    outcome.messages += 1
     if kind == "coll":
         outcome.add_record(rank, message[2])
     elif kind == "done":
@@ -474,13 +598,17 @@ def _exit_reason(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-def _diagnose(pool: _Pool, outcome: _Outcome, ledger: Ledger, timeout: float) -> ClusterError | None:
+def _diagnose(pool: _Pool, outcome: _Outcome, ledger: Ledger, timeout: float, runaway: float) -> ClusterError | None:
     """Turn an unsuccessful outcome into one readable error (``None`` if all went well).
 
     The root cause comes first: ranks calling different collectives explain the hangs,
-    aborts and "connection reset" errors that follow from them.
+    aborts and "connection reset" errors that follow from them, and a rank whose process
+    died explains its peers' connection errors.
     """
     n = pool.world_size
+    for k in range(n):  # a rank that died while its peers' errors came in
+        if not outcome.finished(k) and not pool.procs[k].is_alive():
+            outcome.died[k] = pool.procs[k].exitcode
     status = "\n".join(f"  rank {k}: {_rank_status(outcome, k)}" for k in range(n))
     divergence = ledger.first_divergence()
     unfinished = [k for k in range(n) if not outcome.finished(k)]
@@ -494,27 +622,33 @@ def _diagnose(pool: _Pool, outcome: _Outcome, ledger: Ledger, timeout: float) ->
             f"it hangs, aborts or silently mixes values, so nothing was returned.\n"
             f"per-rank status:\n{status}\n{where}\n{restarted}")
 
-    if outcome.errors:
-        rank = min(outcome.errors)
-        exc_type, tb = outcome.errors[rank]
-        others = sorted(set(outcome.errors) - {rank})
-        also = f" (ranks {others} raised too)" if others else ""
-        message = f"rank {rank} raised {exc_type}{also}:\n\n{tb}\nper-rank status:\n{status}"
-        if unfinished:
-            message += f"\n{restarted}"
-        return RankError(message, rank, exc_type, tb)
-
     if outcome.died:
         rank = min(outcome.died)
         tail = _tail(pool.capture_paths[rank])
-        message = f"rank {rank}'s process died ({_exit_reason(outcome.died[rank])}).\nper-rank status:\n{status}"
+        others = sorted(set(outcome.died) - {rank})
+        also = f" (ranks {others} died too)" if others else ""
+        message = (f"rank {rank}'s process died ({_exit_reason(outcome.died[rank])}){also}; errors of its "
+                   f"peers follow from it.\nper-rank status:\n{status}")
         if tail.strip():
             message += f"\nlast output of rank {rank}:\n{tail}"
-        return RankError(f"{message}\n{restarted}", rank, "ProcessDied", tail)
+        return RankError(f"{message}\n{restarted}", rank, "ProcessDied", tail, f"process died ({_exit_reason(outcome.died[rank])})")
+
+    if outcome.errors:
+        rank = min(outcome.errors)
+        exc_type, tb, line, frames = outcome.errors[rank]
+        others = sorted(set(outcome.errors) - {rank})
+        also = f" (ranks {others} raised too)" if others else ""
+        frame = _own_frame(frames)
+        message = f"rank {rank} raised {line}{also}"
+        if frame:
+            message += f"\nin your code: {frame}"
+        message += f"\n\n{tb}\nper-rank status:\n{status}"
+        if unfinished:
+            message += f"\n{restarted}"
+        return RankError(message, rank, exc_type, tb, line, frame)
 
     if unfinished:
-        message = (f"rank(s) {unfinished} did not finish within {timeout:g} s (world_size={n}).\n"
-                   f"per-rank status:\n{status}\n")
+        message = _stuck_message(outcome, unfinished, timeout, runaway, n) + f"per-rank status:\n{status}\n"
         if divergence:
             message += (f"collectives diverged at {divergence}.\n"
                         "A rank that skips a collective leaves its peers waiting in it.\n")
@@ -525,3 +659,16 @@ def _diagnose(pool: _Pool, outcome: _Outcome, ledger: Ledger, timeout: float) ->
             f"the ranks' collectives diverged at {divergence}. gloo does not check that ranks "
             f"agree, so the values returned would be silently wrong; they were discarded.\n{restarted}")
     return None
+
+
+def _stuck_message(outcome: _Outcome, unfinished: list[int], timeout: float, runaway: float, n: int) -> str:
+    """The first line of a :class:`CollectiveTimeout`: which ranks, and the evidence they are stuck."""
+    if outcome.verdict == "deadlock":
+        return (f"rank(s) {unfinished} wait in a collective that a rank which already returned never entered "
+                f"(world_size={n}): a deadlock.\n")
+    if outcome.verdict == "stalled":
+        return (f"rank(s) {unfinished} did not finish within {timeout:g} s and then made no progress for "
+                f"{PROGRESS_WINDOW:g} s (no CPU time used, no collective entered): they are blocked "
+                f"(world_size={n}).\n")
+    return (f"rank(s) {unfinished} did not finish within the hard bound of {runaway:g} s though still "
+            f"computing (world_size={n}); an endless loop?\n")

@@ -111,12 +111,81 @@ def test_endless_loop_is_bounded_and_the_next_call_works() -> None:
         while True:
             pass
 
-    run(_pid, world_size=2)  # warm, so the timing below is the timeout alone
+    run(_pid, world_size=2)  # warm, so the timing below is the bound alone
     start = time.monotonic()
-    with pytest.raises(CollectiveTimeout, match="entered no collective"):
-        run(spin, world_size=2, timeout=1.0)
-    assert time.monotonic() - start < 1.0 + 5.0
+    with pytest.raises(CollectiveTimeout, match="entered no collective") as info:
+        run(spin, world_size=2, timeout=1.0, runaway_timeout=2.0)
+    assert time.monotonic() - start < 2.0 + 5.0
+    assert "hard bound of 2 s though still computing" in str(info.value)
     assert run(_rank_times_ten, world_size=2) == [0, 10]
+
+
+def _compute_then_all_reduce(cpu_s: float) -> float:
+    end = time.process_time() + cpu_s  # CPU time: the same work, however loaded the machine
+    while time.process_time() < end:
+        pass
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return t.item()
+
+
+def test_ranks_still_computing_after_the_timeout_are_not_a_deadlock() -> None:
+    assert run(_compute_then_all_reduce, 2.5, world_size=2, timeout=0.5, runaway_timeout=120) == [2.0, 2.0]
+
+
+def _sleep_on_rank_0() -> float:
+    if dist.get_rank() == 0:
+        time.sleep(120)
+    return _compute_then_all_reduce(0.0)
+
+
+def test_blocked_ranks_are_reported_after_timeout_plus_the_progress_window() -> None:
+    run(_pid, world_size=2)
+    start = time.monotonic()
+    with pytest.raises(CollectiveTimeout, match="made no progress") as info:
+        run(_sleep_on_rank_0, world_size=2, timeout=1.0)
+    assert time.monotonic() - start < 1.0 + 2.0 + 5.0
+    assert info.value.unfinished == [0, 1]
+    assert "_sleep_on_rank_0" in str(info.value)  # where rank 0 is
+
+
+def test_rank_error_message_carries_the_exception_and_the_callers_frame() -> None:
+    def check_shard() -> None:
+        shard = []
+        if dist.get_rank() == 1:
+            raise ValueError(f"shard {dist.get_rank()} is empty: {shard}")
+
+    with pytest.raises(RankError) as info:
+        run(check_shard, world_size=2, timeout=10.0)
+    first, second, third = str(info.value).splitlines()[:3]
+    assert first == "rank 1 raised ValueError: shard 1 is empty: []"
+    assert second.startswith("in your code: File ") and second.endswith(f"line {check_shard.__code__.co_firstlineno + 3}, in check_shard")
+    assert third.strip() == 'raise ValueError(f"shard {dist.get_rank()} is empty: {shard}")'
+    assert info.value.exc_line == "ValueError: shard 1 is empty: []"
+
+
+def test_destroying_the_group_is_charged_to_that_call_and_the_group_is_rebuilt() -> None:
+    def destroys() -> int:
+        dist.barrier()
+        dist.destroy_process_group()
+        return 1
+
+    with pytest.raises(RankError, match="destroyed the process group that run\(\) owns"):
+        run(destroys, world_size=2, timeout=10.0)
+    assert run(_sum_of_ranks, 1.0, offset=0.0, world_size=2)[0].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_dead_rank_is_named_before_its_peers_connection_errors() -> None:
+    def die_on_rank_1() -> None:
+        if dist.get_rank() == 1:
+            os._exit(3)
+        dist.all_reduce(torch.ones(1))
+
+    with pytest.raises(RankError) as info:
+        run(die_on_rank_1, world_size=3, timeout=10.0)
+    assert info.value.rank == 1 and info.value.exc_type == "ProcessDied"
+    assert str(info.value).startswith("rank 1's process died (exit code 3)")
+    assert run(_rank_times_ten, world_size=3) == [0, 10, 20]
 
 
 def test_exception_on_a_rank_comes_back_with_its_traceback() -> None:

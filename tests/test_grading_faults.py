@@ -1,0 +1,206 @@
+"""A fault costs the cell it happens in, and every lost point says why (autograder.guard, autograder.grading).
+
+One tiny assignment, graded once by real nbgrader autograde, holds one test cell per fault:
+a long assertion message, a runaway loop, a kernel that dies, a kernel that ignores the
+interrupt, a rank that raises, a function that destroys the process group, a rank that
+starts a process in a new session, and code that writes to stderr and warns. Each fault's
+cell scores 0 with a one-line reason; the cell after it keeps its points.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from autograder import budget
+from autograder.__main__ import format_table
+from autograder.course import release_notebook, source_notebook
+from autograder.grading import GradingError, grade_notebook, scratch_course
+from autograder.release import release
+
+NAME = "00_faults"
+LIMIT_S = 4  # every cell's time limit in this test (see the budget patch below)
+IMPORTS = "import os, signal, subprocess, sys, time, warnings\nimport torch.distributed as dist\nfrom helpers.cluster import run"
+SOLUTION = '''def add(a, b):
+    ### BEGIN SOLUTION
+    return a + b
+    ### END SOLUTION'''
+CELLS = [  # (grade_id, code before the hidden block, hidden block)
+    ("test_message", "", "assert add(2, 2) == 5, 'add(2, 2) must be 5: ' + 'x' * 400 + ' END'"),
+    ("test_runaway", "", "while True:\n    pass"),
+    ("test_after_runaway", "assert add(1, 1) == 2", ""),
+    ("test_kernel_dies", "", "os._exit(1)"),
+    ("test_after_death", "assert add(2, 3) == 5", ""),
+    ("test_deaf_kernel", "", "signal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
+    ("test_after_deaf", "assert add(3, 3) == 6", ""),
+    ("test_rank_raises", "", "def on_rank():\n    if dist.get_rank() == 1:\n"
+                             "        raise ValueError('rank one has no shard: ' + str([1, 2]))\n"
+                             "run(on_rank, world_size=2, timeout=30)"),
+    ("test_destroys_group", "", "def destroys():\n    dist.barrier()\n    dist.destroy_process_group()\n"
+                                "run(destroys, world_size=2, timeout=30)"),
+    ("test_after_destroy", "assert run(lambda: dist.get_rank(), world_size=2, timeout=30) == [0, 1]", ""),
+    ("test_new_session", "", "pids = run(lambda: subprocess.Popen(['sleep', '600'], start_new_session=True).pid,"
+                             " world_size=2, timeout=30)\nwith open(os.environ['FAULTS_PID_FILE'], 'w') as f:\n    f.write(repr(pids))"),
+    ("test_stderr", "print('note', file=sys.stderr)\nwarnings.warn('careful')\nassert add(1, 2) == 3", ""),
+]
+LOSES = {"test_message", "test_runaway", "test_kernel_dies", "test_deaf_kernel", "test_rank_raises",
+         "test_destroys_group"}
+
+
+def _cell(source: str, grade_id: str, *, solution=False, grade=False, points=0):
+    meta = {"grade": grade, "grade_id": grade_id, "locked": not solution, "schema_version": 3,
+            "solution": solution, "task": False}
+    if grade:
+        meta["points"] = points
+    return new_code_cell(source, metadata={"nbgrader": meta})
+
+
+def _test_source(visible: str, hidden: str) -> str:
+    block = f"### BEGIN HIDDEN TESTS\n{hidden}\n### END HIDDEN TESTS" if hidden else ""
+    return "\n".join(part for part in (visible, block) if part) or "pass"
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("faults")
+    nb = new_notebook(cells=[new_markdown_cell("# Faults\nImplement `add`."), _cell(IMPORTS, "imports"),
+                             _cell(SOLUTION, "add", solution=True)])
+    nb.cells += [_cell(_test_source(v, h), gid, grade=True, points=1) for gid, v, h in CELLS]
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"
+    path = source_notebook(NAME, root)
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, str(path))
+    release([NAME], root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def graded(course, tmp_path_factory):
+    """(result, feedback HTML, pids the ranks started in new sessions, seconds) of one grading."""
+    pid_file = tmp_path_factory.mktemp("pids") / "pids"
+    patch = pytest.MonkeyPatch()
+    patch.setenv("FAULTS_PID_FILE", str(pid_file))
+    for name in ("MIN_S", "STARTUP_S"):  # only the two runaway cells are "measured": limit LIMIT_S
+        patch.setattr(budget, name, LIMIT_S)
+    patch.setattr(budget, "measured_seconds", lambda: {NAME: {"test_runaway": 0.0, "test_deaf_kernel": 0.0}})
+    source = nbformat.read(str(source_notebook(NAME, course)), as_version=4)
+    try:
+        with scratch_course(NAME, course) as scratch:
+            start = time.monotonic()
+            result = scratch.grade(source, "student")
+            seconds = time.monotonic() - start
+            html = scratch.feedback("student")
+    finally:
+        patch.undo()
+    pids = json.loads(pid_file.read_text()) if pid_file.exists() else []
+    return result, html, pids, seconds
+
+
+def _cells(result):
+    return {c.grade_id: c for c in result.cells}
+
+
+def test_each_fault_costs_only_its_own_cell(graded):
+    result, _, _, _ = graded
+    assert {gid for gid, c in _cells(result).items() if c.score < c.max_score} == LOSES
+    assert result.score == len(CELLS) - len(LOSES)
+
+
+def test_whole_assertion_message_without_hidden_source(graded):
+    result, html, _, _ = graded
+    message = _cells(result)["test_message"].message
+    assert message == "AssertionError: add(2, 2) must be 5: " + "x" * 400 + " END"
+    assert result.to_json()["cells"][0]["message"] == message
+    table = format_table(result)
+    assert message in table and "'x' * 400" not in table
+    assert "x" * 400 + " END" in html and "&#x27;x&#x27; * 400" not in html and "'x' * 400" not in html
+
+
+def test_runaway_cell_reports_its_time_limit_and_costs_seconds(graded):
+    result, _, _, _ = graded
+    cell = _cells(result)["test_runaway"]
+    assert cell.message == f"TimeLimitExceeded: this cell exceeded its time limit of {LIMIT_S} s"
+    assert "KeyboardInterrupt" not in cell.message
+    assert LIMIT_S <= cell.seconds < LIMIT_S + 20
+
+
+def test_dead_and_deaf_kernels_cost_one_cell(graded):
+    cells = _cells(graded[0])
+    assert cells["test_kernel_dies"].message.startswith("KernelFault: the kernel died in this cell")
+    assert cells["test_deaf_kernel"].message.startswith("KernelFault: the kernel did not respond in this cell")
+    assert all(cells[gid].score == 1 for gid in ("test_after_death", "test_after_deaf"))
+
+
+def test_rank_error_names_the_exception(graded):
+    message = _cells(graded[0])["test_rank_raises"].message
+    assert message.startswith("RankError: rank 1 raised ValueError: rank one has no shard: [1, 2]")
+    assert "in your code: File" in message
+
+
+def test_destroying_the_group_costs_that_cell_only(graded):
+    cells = _cells(graded[0])
+    assert "destroyed the process group" in cells["test_destroys_group"].message
+    assert cells["test_after_destroy"].score == 1
+
+
+def test_processes_started_in_a_new_session_end_with_grading(graded):
+    pids = graded[2]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(os.path.exists(f"/proc/{p}") for p in pids)
+
+
+def test_stderr_and_warnings_do_not_cost_points(graded):
+    assert _cells(graded[0])["test_stderr"].score == 1
+
+
+def _release(course):
+    return nbformat.read(str(release_notebook(NAME, course)), as_version=4)
+
+
+def _meta(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).metadata.nbgrader
+
+
+def test_metadata_is_repaired_with_one_line_notes(course):
+    from autograder.grading import repair_metadata
+
+    nb = _release(course)
+    _meta(nb, "add")["grade_id"] = "my_add"  # renamed answer cell
+    _meta(nb, "test_stderr").update(solution=True)  # a test cell marked as a solution
+    nb.cells.append(_cell("x = 1", "extra", grade=True, points=5))  # an extra graded cell
+    repaired, notes = repair_metadata(nb, _release(course))
+    assert notes == ["cell 'my_add' had its grade_id renamed; it was graded as 'add'",
+                     "cell 'test_stderr' had its nbgrader metadata changed (now a answer cell); "
+                     "it was graded as the test cell it is",
+                     "cell 'extra' is not part of the assignment; it ran as an ordinary cell"]
+    assert _meta(repaired, "add") == _meta(_release(course), "add")
+    assert _meta(repaired, "test_stderr") == _meta(_release(course), "test_stderr")
+    assert "nbgrader" not in repaired.cells[-1].metadata
+
+
+def test_another_assignments_notebook_is_refused_in_one_line(course, tmp_path):
+    other = tmp_path / f"{NAME}.ipynb"
+    nb = _release(course)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") not in (None, "imports"):
+            cell.metadata.nbgrader["grade_id"] = "06_" + cell.metadata.nbgrader["grade_id"]
+    nbformat.write(nb, str(other))
+    lesson = course / "source" / "06_other" / "06_other.ipynb"
+    lesson.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(lesson))
+    try:
+        with pytest.raises(GradingError, match=r"^this looks like assignment 06_other, not 00_faults"):
+            grade_notebook(other, NAME, course)
+    finally:
+        lesson.unlink()
+        lesson.parent.rmdir()
