@@ -186,8 +186,7 @@ def round_trip_on_rank(save_fn: Callable[..., Any], load_fn: Callable[..., Any],
         model = model_fn()
         if fresh:  # other weights than the saved ones, as a new process would start with
             with torch.no_grad():
-                for param in model.parameters():
-                    param.add_(1.0)
+                torch._foreach_add_(list(model.parameters()), 1.0)
         scaler = _scaler(2.0 ** (16 if fresh else 9)) if with_scaler else None
         return model, torch.optim.Adam(model.parameters(), **hyper), GlobalStream(), scaler
 
@@ -200,8 +199,9 @@ def round_trip_on_rank(save_fn: Callable[..., Any], load_fn: Callable[..., Any],
         _local_step(model, optimizer, stream, scaler)
     model, optimizer, stream, scaler = build(True)
     meta = load_fn(directory, model, optimizer, scaler)
-    if meta is not None and isinstance(meta.get("cursor"), Mapping):
-        stream.load_state_dict(meta["cursor"])
+    cursor = meta.get("cursor") if isinstance(meta, Mapping) else None
+    if isinstance(cursor, Mapping):
+        stream.load_state_dict(cursor)
     restored = dict(_snapshot(model, optimizer, stream, scaler), rng=rng_draws())
     return {"saved": saved, "restored": restored, "meta": meta}
 

@@ -4,7 +4,7 @@
 def save_checkpoint(directory: str, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
                     cursor: dict, scaler: torch.amp.GradScaler | None = None) -> None:
     """Collective: write this rank's state of ``step``, then rank 0 commits it after a barrier."""
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    world_size, rank = dist.get_world_size(), dist.get_rank()
     path = os.path.join(directory, f"step_{step:08d}")
     os.makedirs(path, exist_ok=True)
     name, key, *rest = np.random.get_state()

@@ -8,16 +8,16 @@ def train_resumable(model: nn.Module, optimizer: torch.optim.Optimizer, stream, 
     step = 0 if meta is None else meta["step"]
     if meta is not None:
         stream.load_state_dict(meta["cursor"])
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    world_size, rank = dist.get_world_size(), dist.get_rank()
     while step < num_steps:
         x, y = stream.next_batch()
-        per_rank = len(x) // world_size
-        rows = slice(rank * per_rank, (rank + 1) * per_rank)
+        rows = slice(rank * len(x) // world_size, (rank + 1) * len(x) // world_size)
         optimizer.zero_grad()
         nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
-        for p in model.parameters():
-            dist.all_reduce(p.grad)
-            p.grad.div_(world_size if meta is None else meta["world_size"])
+        grads = [p.grad for p in model.parameters()]
+        for grad in grads:
+            dist.all_reduce(grad)
+            grad.div_(world_size if meta is None else meta["world_size"])
         optimizer.step()
         step += 1
         if step % every == 0:

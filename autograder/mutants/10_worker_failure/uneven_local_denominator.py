@@ -17,10 +17,10 @@ def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer, batches: li
             count += y.numel()
         local = count.clamp(min=1)
         dist.all_reduce(count)
-        for p in model.parameters():
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            dist.all_reduce(p.grad)
-            p.grad.div_(local * dist.get_world_size())
+        for weight in model.parameters():
+            if weight.grad is None:  # this rank had no batch
+                weight.grad = torch.zeros_like(weight)
+            dist.all_reduce(weight.grad)
+            weight.grad.div_(local * dist.get_world_size())
         optimizer.step()
         steps += 1

@@ -14,10 +14,10 @@ def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer, batches: li
             nn.functional.mse_loss(model(x), y, reduction="sum").backward()
             count += y.numel()
         dist.all_reduce(count)
-        for p in model.parameters():
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            dist.all_reduce(p.grad)
-            p.grad.div_(count)
+        for weight in model.parameters():
+            if weight.grad is None:  # this rank had no batch
+                weight.grad = torch.zeros_like(weight)
+            dist.all_reduce(weight.grad)
+            weight.grad.div_(count)
         optimizer.step()
         steps += 1
