@@ -179,6 +179,36 @@ def test_slow_network_completes_async_all_reduces_only_when_it_must() -> None:
     assert [rec.numel for rec in ledger.records[0]] == [3, 2, 1, 1]
 
 
+def _own_wait_network_on_rank() -> dict:
+    rank = dist.get_rank()
+    a, b, c = (torch.full((2,), (rank + 1) * k) for k in (1.0, 10.0, 100.0))
+    with l03.OwnWaitNetwork() as net:
+        ha, hb, hc = (dist.all_reduce(t, async_op=True) for t in (a, b, c))
+        launched = len(net.queue), net.done
+        hc.wait()  # runs all three in launch order, but only c's result lands
+        after_last = a[0].item(), b[0].item(), c[0].item(), ha.is_completed(), hc.is_completed(), net.done
+        ha.wait()
+        hb.wait()
+        after_all = a[0].item(), b[0].item()
+        dist.all_reduce(torch.ones(1))
+    return {"launched": launched, "after_last": after_last, "after_all": after_all, "blocking": net.blocking}
+
+
+def test_own_wait_network_completes_a_collective_only_on_its_own_wait() -> None:
+    out = run(_own_wait_network_on_rank, world_size=2, timeout=30)
+    for rank, r in enumerate(out):
+        assert r["launched"] == (3, 0)
+        assert r["after_last"] == (rank + 1.0, 10.0 * (rank + 1), 300.0, False, True, 3)
+        assert r["after_all"] == (3.0, 30.0)
+        assert r["blocking"] == 1
+
+
+def test_backwards_check_accepts_the_reference_on_a_subgroup() -> None:
+    model_fn = SameInit(uneven_mlp, seed=6, kwargs={"in_features": 6, "out_features": 3, "freeze_first": False})
+    l03.check_backwards(l03.ReferenceGradBuckets, model_fn, [[4, 3], [2], [1, 0]], make_batches(2, 12, 6, 3, seed=1),
+                        ranks=[0, 2, 3])
+
+
 def test_reference_grad_buckets_with_rank_dependent_ready_orders() -> None:
     model_fn = SameInit(uneven_mlp, seed=6, kwargs={"in_features": 6, "out_features": 3, "freeze_first": False})
     sizes = [p.numel() * 4 for p in model_fn().parameters()]

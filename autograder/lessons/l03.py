@@ -1,8 +1,10 @@
 """Lesson 03, gradient buckets: the instructor side.
 
 References of the graded functions (DDP's bucket assignment, the alpha-beta schedule and its
-tail, a bucketed asynchronous all-reduce), the training driver that needs them, the hidden
-checks, and the results stored for the chapter (``STORED``).
+tail, a bucketed asynchronous all-reduce), the training driver that needs them, a network
+harness whose all-reduces complete only on their own ``wait()`` (:class:`OwnWaitNetwork`) and
+the several-backwards driver on a subgroup that uses it, the hidden checks, and the results
+stored for the chapter (``STORED``).
 
 Vocabulary as in :mod:`helpers.buckets`: ``param_bytes[i]`` is parameter ``i``'s gradient
 size in bytes (registration order), a bucket is a list of parameter indices, buckets are
@@ -20,14 +22,15 @@ import torch.distributed as dist
 from torch import nn
 
 from autograder.lessons.costs import ring_allreduce_bytes
-from autograder.lessons.l01 import sgd_reference
+from autograder.lessons.l01 import in_subgroup, run_in_subgroup, sgd_reference
 from autograder.plain import plain
 from helpers import buckets
 from helpers.buckets import MB, Buckets, grad_bytes
 from helpers.checks import first_difference
 from helpers.cluster import run
 from helpers.models import OutOfOrderMLP, TinyMLP, make_regression_batch
-from helpers.reference import mse, rank_shard, state_of
+from helpers.reference import grads_of, mean_of, mse, rank_shard, state_of
+from helpers.slow_network import SlowNetwork
 
 Schedule = list[tuple[float, float, float]]
 # Ship this module's rank-side code by value: a rank then never imports the autograder package
@@ -223,6 +226,111 @@ def train_on_rank(
     return {"init": init, "state": mine, "ddp": state_of(ddp_model), "losses": losses}
 
 
+class _OwnWork:
+    """Handle of an :class:`OwnWaitNetwork` all-reduce: its result lands only when it is waited on."""
+
+    def __init__(self, network: "OwnWaitNetwork", position: int, tensor: torch.Tensor) -> None:
+        self.network, self.position, self.tensor = network, position, tensor
+        self.delivered = False
+
+    def wait(self, timeout: Any = None) -> bool:
+        self.network.flush(self.position)
+        if not self.delivered:
+            self.tensor.copy_(self.network.results[self.position])
+            self.delivered = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self.delivered
+
+    def get_future(self) -> torch.futures.Future:
+        self.wait()
+        future: torch.futures.Future = torch.futures.Future()
+        future.set_result([self.tensor])
+        return future
+
+
+class OwnWaitNetwork(SlowNetwork):
+    """A :class:`SlowNetwork` (on a rank) in which waiting on one handle completes only that one.
+
+    Asynchronous all-reduces still run in launch order, on every rank alike, when a handle
+    (or a later one) is waited on; but each runs on a copy of its buffer, and the result is
+    written into the buffer only when that handle's own ``wait()`` is called. A ``wait()``
+    that skips a handle therefore leaves that bucket's buffer unreduced, deterministically.
+    ``blocking`` counts the collectives issued without ``async_op``.
+    """
+
+    def __enter__(self) -> "OwnWaitNetwork":
+        self.results: list[torch.Tensor] = []
+        self.blocking = 0
+        return super().__enter__()
+
+    def _deferring(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        deferring = super()._deferring(original)
+
+        def collective(*args: Any, async_op: bool = False, **kwargs: Any) -> Any:
+            if not async_op:
+                self.blocking += 1
+                return deferring(*args, **kwargs)
+            work = deferring(*args, async_op=True, **kwargs)
+            own = _OwnWork(self, work.position, work.tensor)
+            self.queue[-1] = (*self.queue[-1][:3], own)
+            return own
+
+        return collective
+
+    def flush(self, position: int) -> None:
+        """Run every queued collective up to ``position`` in launch order, each on a copy of its buffer."""
+        while self.done <= position:
+            original, args, kwargs, work = self.queue[self.done]
+            scratch = work.tensor.clone()
+            if args:
+                original(scratch, *args[1:], **kwargs)
+            else:
+                original(**{**kwargs, "tensor": scratch})
+            self.results.append(scratch)
+            self.done += 1
+
+
+def backwards_on_rank(
+    grad_buckets_cls: Callable[..., Any],
+    model_fn: Callable[[], nn.Module],
+    bucket_list: Buckets,
+    batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    ranks: Sequence[int],
+) -> list[dict[str, Any]] | None:
+    """Members of ``new_group(ranks)`` build one ``grad_buckets_cls(model, bucket_list, group=group)``
+    and, per batch, clear the gradients, run a real backward on their shard and ``wait()``, under
+    an :class:`OwnWaitNetwork`.
+
+    Returns per batch: ``local`` (a hook-free replica's gradients on the same shard), ``got``
+    (the gradients after ``wait()``) and ``at_backward_end``: how many all-reduces had been
+    launched, run, and issued blocking when backward returned. Outsiders return ``None``.
+    """
+    def member(group: dist.ProcessGroup) -> list[dict[str, Any]]:
+        model, replica = model_fn(), model_fn()
+        grad_buckets = grad_buckets_cls(model, bucket_list, group=group)
+        out = []
+        for it, (x, y) in enumerate(batches):
+            xs, ys = rank_shard(x, y, group)
+            model.zero_grad(set_to_none=True)
+            replica.zero_grad(set_to_none=True)
+            mse(replica(xs), ys).backward()
+            try:
+                with OwnWaitNetwork() as network:
+                    mse(model(xs), ys).backward()
+                    at_end = {"launched": len(network.queue), "run": network.done, "blocking": network.blocking}
+                    grad_buckets.wait()
+            except Exception as exc:
+                raise RuntimeError(f"in backward {it + 1} of {len(batches)} with one GradBuckets object (the "
+                                   f"gradients are set to None before each backward): {type(exc).__name__}: {exc}"
+                                   ) from exc
+            out.append({"local": grads_of(replica), "got": grads_of(model), "at_backward_end": at_end})
+        return out
+
+    return in_subgroup(ranks, member)
+
+
 # --------------------------------------------------------------------------- hidden checks
 
 
@@ -283,6 +391,55 @@ def assert_grads_averaged(result: Sequence[dict[str, Any]], slow: bool) -> None:
 def assert_backward_averaged(result: Sequence[dict[str, Any]]) -> None:
     """:func:`helpers.buckets.assert_backward_averaged` on plain copies of the ranks' gradients."""
     buckets.assert_backward_averaged(plain(result, "the gradients after wait()"))
+
+
+def _backward_hint(got: torch.Tensor, local: torch.Tensor, size: int) -> str:
+    if torch.allclose(got, local / size, rtol=1e-5, atol=1e-7) or torch.allclose(got, local, rtol=1e-5, atol=1e-7):
+        return (" It is still this rank's own gradient: its bucket's buffer was read before that bucket's "
+                "all-reduce completed. Call wait() on every handle; completing a later all-reduce does not "
+                "complete an earlier one.")
+    return ""
+
+
+def check_backwards(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module], bucket_list: Buckets,
+                    batches: Sequence[tuple[torch.Tensor, torch.Tensor]], ranks: Sequence[int]) -> None:
+    """:func:`backwards_on_rank` on 4 ranks: one object, several backwards, only ``ranks`` take part.
+
+    Per backward: every bucket launched and none completed when backward returns (overlap),
+    then the mean over the group's ranks after ``wait()``.
+    """
+    out = run_in_subgroup(backwards_on_rank, grad_buckets_cls, model_fn, bucket_list, batches, list(ranks),
+                          ranks=ranks, what="GradBuckets(model, buckets, group)")
+    members = {r: out[r] for r in ranks}
+    for it in range(len(batches)):
+        expected = mean_of([m[it]["local"] for m in members.values()])
+        where = f"group {list(ranks)} of 4 ranks, backward {it + 1} of {len(batches)} with one GradBuckets object"
+        for rank, m in members.items():
+            end = m[it]["at_backward_end"]
+            if end["launched"] != len(bucket_list):
+                raise AssertionError(
+                    f"[{where}] rank {rank}: when backward returned, {end['launched']} of {len(bucket_list)} "
+                    f"buckets had been launched. Every bucket must be launched from the hooks during backward, "
+                    f"in every iteration: wait() must reset what the object records (ready parameters, launched "
+                    f"buckets) for the next backward.")
+            if end["run"] or end["blocking"]:
+                raise AssertionError(
+                    f"[{where}] rank {rank}: an all-reduce was waited on (or issued without async_op) during "
+                    f"backward. grad_ready must only launch and return, so that communication overlaps the rest "
+                    f"of backward; all waiting happens in wait().")
+            for name, e in expected.items():
+                got = m[it]["got"][name]
+                if e is None or got is None:
+                    if (e is None) != (got is None):
+                        raise AssertionError(f"[{where}] rank {rank}: {name!r}.grad is {got}, expected "
+                                             f"{'None' if e is None else 'a gradient'}.")
+                    continue
+                diff = first_difference({name: got}, {name: e}, atol=1e-6, rtol=1e-5)
+                if diff is not None:
+                    raise AssertionError(
+                        f"[{where}] rank {rank}: after wait() the gradient is not the mean over the group's "
+                        f"{len(ranks)} ranks ({diff})."
+                        f"{_backward_hint(got, m[it]['local'][name], len(ranks))}")
 
 
 def check_train_step(train_step_fn: Callable[..., float], model_fn: Callable[[], nn.Module],
