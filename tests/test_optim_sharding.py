@@ -78,6 +78,20 @@ def test_adam_reference_matches_float32_adam_and_skips_frozen():
             assert torch.allclose(m.float(), opt.state[q]["exp_avg"], atol=1e-6)
 
 
+def test_intermittent_layer_has_its_own_adam_step_count():
+    model_fn = reference.SameInit(l05.IntermittentMLP, seed=1)
+    batches = reference.make_batches(4, 6, 5, 3, seed=2)
+    params, moments = l05.adam_reference(model_fn(), batches, HYPER)
+    assert moments["side.weight"][2] == 2.0 and moments["body.weight"][2] == 4.0
+    model = model_fn()
+    opt = _adam_after_steps(model, batches)
+    assert opt.state[model.side.weight]["step"] == 2
+    for name, q in model.named_parameters():
+        assert torch.allclose(params[name].float(), q.detach(), atol=1e-5)
+    with pytest.raises(AssertionError, match="'side.weight' has Adam step 4, expected 2"):
+        l05.assert_step_counts({"side.weight": (None, None, 4.0)}, moments, 4, "case")
+
+
 def test_zero_owners_on_rank_is_the_documented_rule():
     numels = [5, 7, 7, 3, 10, 1, 7]
     out = run(lambda: l05.zero_owners_on_rank(numels), world_size=3, timeout=60)

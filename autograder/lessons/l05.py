@@ -91,6 +91,29 @@ def partition_with_zero_on_rank(partition_fn: Callable[[list[int], int], list[in
     return lesson.partition_on_rank(partition_fn, numels), zero_owners_on_rank(numels)
 
 
+class IntermittentMLP(nn.Module):
+    """A 5-8-3 MLP whose ``side`` layer takes part only in the forward calls numbered in ``uses``.
+
+    Calls are counted from 0 per model; one forward per training step makes ``side`` get a
+    gradient in some steps and ``None`` in the others, the same on every rank, so its Adam
+    step count differs from the number of optimizer steps.
+    """
+
+    def __init__(self, uses: Sequence[int] = (1, 3)) -> None:
+        super().__init__()
+        self.body = nn.Linear(5, 8)
+        self.side = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 3)
+        self.uses, self.calls = tuple(uses), 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.body(x))
+        if self.calls in self.uses:
+            h = h + torch.tanh(self.side(h))
+        self.calls += 1
+        return self.head(h)
+
+
 # --------------------------------------------------------------------------- hidden checks
 
 
@@ -137,7 +160,27 @@ ADAM_CASES: dict[str, tuple[int, SameInit, dict[str, Any], BatchArgs, list[int] 
     "4 ranks": (4, SameInit(TinyMLP, seed=19, kwargs={"in_features": 6, "hidden": 12, "out_features": 5}), PLAIN,
                 (3, 16, 6, 5, 23), None),
     "subgroup [1, 2, 3] of 4 ranks": (4, SameInit(uneven_mlp, seed=13), WD, (3, 12, 5, 3, 29), [1, 2, 3]),
+    "3 ranks, a layer with a gradient only in steps 2 and 4 of 4, weight decay":
+        (3, SameInit(IntermittentMLP, seed=31), WD, (4, 12, 5, 3, 37), None),
 }
+
+
+def assert_step_counts(ours: Moments, expected: Moments, num_steps: int, what: str) -> None:
+    """Every parameter in ``ours`` has the step count of ``expected`` (before values are compared)."""
+    for name, (_, _, step) in ours.items():
+        if name in expected and step != expected[name][2]:
+            raise AssertionError(
+                f"{what}: {name!r} has Adam step {step:g}, expected {expected[name][2]:g}: it had a gradient in "
+                f"{expected[name][2]:g} of the {num_steps} steps. As in torch.optim.Adam, each parameter counts "
+                f"only the steps in which its .grad was not None (state[p]['step']), and its bias correction "
+                f"uses that count.")
+
+
+def _partial_hint(expected: Moments, num_steps: int) -> str:
+    """A hint naming the parameters that had a gradient in only some of ``num_steps`` steps, or ''."""
+    partial = sorted(name for name, (_, _, step) in expected.items() if step < num_steps)
+    return (f" Here {partial} had a gradient in only some steps: Adam skips a parameter whose .grad is None and "
+            f"corrects its bias with its own step count, not the number of step() calls." if partial else "")
 
 
 def check_matches_adam(optimizer_cls: type, case: str) -> None:
@@ -148,7 +191,14 @@ def check_matches_adam(optimizer_cls: type, case: str) -> None:
                world_size=world_size)
     outside = [r for r in range(world_size) if ranks is not None and r not in ranks]
     assert all(out[r] is None for r in outside), f"ranks {outside} are outside the group and must return None"
-    lesson.assert_sharded_training(out, adam_reference(model_fn(), batches, hyper), case)
+    expected = adam_reference(model_fn(), batches, hyper)
+    for rank, r in enumerate(out):
+        if r is not None:
+            assert_step_counts(r["moments"], expected[1], len(batches), f"{case}, rank {rank}")
+    try:
+        lesson.assert_sharded_training(out, expected, case)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}{_partial_hint(expected[1], len(batches))}") from None
 
 
 def check_matches_zero(optimizer_cls: type, world_size: int, seed: int, weight_decay: float) -> None:
@@ -159,6 +209,24 @@ def check_matches_zero(optimizer_cls: type, world_size: int, seed: int, weight_d
     out = _run(lesson.sharded_train_on_rank, optimizer_cls, model_fn, batches, hyper, with_zero=True,
                world_size=world_size)
     lesson.assert_matches_zero(out, f"{world_size} ranks")
+
+
+def check_intermittent_matches_zero(optimizer_cls: type, world_size: int) -> None:
+    """Side by side with ZeroRedundancyOptimizer: :class:`IntermittentMLP`, whose ``side`` layer has a
+    gradient only in steps 2 and 4 (Adam skips it in the other steps and counts its steps apart)."""
+    model_fn = SameInit(IntermittentMLP, seed=47)
+    batches = make_batches(4, 4 * world_size, 5, 3, seed=53)
+    hyper = dict(lr=0.03, betas=(0.85, 0.995), eps=1e-8, weight_decay=0.01)
+    out = _run(lesson.sharded_train_on_rank, optimizer_cls, model_fn, batches, hyper, with_zero=True,
+               world_size=world_size)
+    what = f"{world_size} ranks, a layer with a gradient only in steps 2 and 4 of 4"
+    all_moments = {name: m for r in out for name, m in r["zero"]["moments"].items()}
+    for rank, r in enumerate(out):
+        assert_step_counts(r["moments"], r["zero"]["moments"], len(batches), f"{what}, rank {rank}")
+    try:
+        lesson.assert_matches_zero(out, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}.{_partial_hint(all_moments, len(batches))}") from None
 
 
 def check_state_bytes(optimizer_cls: type, world_size: int, sizes: Mapping[str, int]) -> None:
