@@ -107,6 +107,15 @@ def test_reduce_scatter_check_accepts_the_right_answer_and_names_mistakes() -> N
         gs.assert_reduce_scattered(_fake_results(numel, n, None, scale=3.0), good, numel, ramp)
 
 
+def test_reduce_scatter_check_rejects_one_slot_too_many_when_numel_is_a_multiple_of_n() -> None:
+    numel, n, seed = 12, 4, 5  # S = 3; numel // N + 1 = 4 would pass every non-multiple
+    l06.assert_reduce_scattered(_fake_results(numel, n, seed), _ledger(n, "reduce_scatter_single", 12), numel, seed)
+    longer = [{"shard": torch.cat([r["shard"], torch.zeros(1)]), "input_unchanged": True}
+              for r in _fake_results(numel, n, seed)]
+    with pytest.raises(AssertionError, match="expected the owner slice of S = 3"):
+        l06.assert_reduce_scattered(longer, _ledger(n, "reduce_scatter_single", 16), numel, seed)
+
+
 class _Fake(torch.Tensor):
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
