@@ -21,10 +21,9 @@ WORDS_PER_MINUTE = 200
 DEEPER = re.compile(r"^#+ .*Going deeper \(optional\)", re.MULTILINE)
 ESTIMATE = re.compile(r"about (\d+) minutes", re.IGNORECASE)
 
-# Chapters not yet split into a core and optional sections, with their core words when this
-# test was written; strict, so the mark must go as soon as a chapter is shortened.
-NOT_YET_SHORTENED = {"02_global_denominator", "07_parameter_sharding", "08_prefetching",
-                     "09_equivalence_tests"}
+# Chapters not yet split into a core and optional sections (core words when this test was
+# written: 02 2,978; 07 3,655; 08 2,962); strict, so the mark must go once a chapter is shortened.
+NOT_YET_SHORTENED = {"02_global_denominator", "07_parameter_sharding", "08_prefetching"}
 
 
 def core_words(nb: nbformat.NotebookNode) -> int:
