@@ -93,27 +93,32 @@ def unit_step_on_rank(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Mo
 
 
 def shard_train_on_rank(unit_cls: Callable[..., Any], train_fn: Callable[..., list[float]],
-                        model_fn: Callable[[], nn.Module], batches: Sequence[Batch], lr: float) -> dict[str, Any]:
-    """Wrap every unit of ``model_fn()`` in ``unit_cls``, train with ``train_fn`` on this rank's shards.
+                        model_fn: Callable[[], nn.Module], batches: Sequence[Batch], lr: float,
+                        batches_per_call: int = 1, group: Any = None) -> dict[str, Any]:
+    """Wrap every unit of ``model_fn()`` in ``unit_cls(m, group=group)``, train with ``train_fn`` on this rank's shards.
 
-    Returns the initial and final full parameters (gathered once more after training with
-    one all-gather per unit), the losses, and how many bytes of full parameters were still
-    allocated after every step (must be 0: FULL_SHARD frees them).
+    ``train_fn`` gets ``batches_per_call`` consecutive batches per call (this rank's rows of
+    each, ``group``'s ranks sharing every batch). Returns the initial and final full parameters
+    (gathered once more after training with one all-gather per unit), the losses, the bytes of
+    full parameters allocated right after wrapping and after every call (all must be 0:
+    FULL_SHARD frees them).
     """
     model = model_fn()
     init = state_of(model)
-    units = [unit_cls(m) for m in model[::2]]
+    units = [unit_cls(m, group=group) for m in model[::2]]
+    after_init = sum(_held(units))
     leftover: list[int] = []
     losses: list[float] = []
-    for x, y in batches:
-        losses += train_fn(model, units, [rank_shard(x, y)], lr)
+    for start in range(0, len(batches), batches_per_call):
+        mine = [rank_shard(x, y, group) for x, y in batches[start:start + batches_per_call]]
+        losses += train_fn(model, units, mine, lr)
         leftover.append(sum(_held(units)))
     for u in units:
         u.gather()
     final = state_of(model)
     for u in units:
         u.free()
-    return {"init": init, "final": final, "losses": losses, "leftover_bytes": leftover,
+    return {"init": init, "final": final, "losses": losses, "after_init": after_init, "leftover_bytes": leftover,
             "shard_numel": [u.shard.numel() for u in units]}
 
 
@@ -195,9 +200,16 @@ def assert_sharded_training(results: Sequence[dict[str, Any]], expected: dict[st
                             ledger: Any, units: int) -> None:
     """Training through the units ends at ``expected`` (full-batch SGD), frees, and gathers twice per unit per step.
 
-    ``results`` come from :func:`shard_train_on_rank` after ``steps`` steps of ``units`` units.
+    ``results`` come from :func:`shard_train_on_rank` after ``steps`` steps of ``units`` units;
+    ``ledger=None`` skips counting the all-gathers.
     """
     for rank, r in enumerate(results):
+        if r["after_init"]:
+            raise AssertionError(f"rank {rank}: right after wrapping, the units hold {r['after_init']} bytes of full "
+                                 f"parameters: __init__ must end with free().")
+        if len(r["losses"]) != steps or not all(type(loss) is float for loss in r["losses"]):
+            raise AssertionError(f"rank {rank}: {steps} batches gave the losses {r['losses']!r:.120}; expected one "
+                                 f"Python float per batch, every batch of every call.")
         if any(r["leftover_bytes"]):
             raise AssertionError(f"rank {rank}: after a step, {max(r['leftover_bytes'])} bytes of full parameters "
                                  f"were still allocated: free every unit after its reduce-scatter.")
@@ -208,7 +220,7 @@ def assert_sharded_training(results: Sequence[dict[str, Any]], expected: dict[st
                     "next all-gather reads?" if unchanged else "")
             raise AssertionError(f"rank {rank}: after {steps} steps the parameters differ from single-process "
                                  f"SGD on the full batch ({diff}).{hint}")
-    for rank in range(ledger.world_size):
+    for rank in range(0 if ledger is None else ledger.world_size):
         gathers = _gathers(ledger, rank)
         expected_gathers = 2 * units * steps + units  # + one final gather to read the parameters
         if gathers != expected_gathers:

@@ -204,3 +204,33 @@ def test_explorer_grid_covers_the_chapter_and_its_questions() -> None:
     chapter = l07.chapter_results()
     assert chapter["fsdp2_comparison"]["unit_sizes"] == [108, 104, 36]
     assert chapter["zero_example"]["stages"][3] == pytest.approx(16 * 7.5e9 / 64)
+
+
+def test_unit_parameters_nested_units_and_prefixes() -> None:
+    owners = l07.unit_parameters(TinyLM(), ["blocks.0", "blocks.0.mlp"])
+    assert owners["blocks.0.mlp"] and all(n.startswith("blocks.0.mlp.") for n in owners["blocks.0.mlp"])
+    assert not any(n.startswith("blocks.0.mlp.") for n in owners["blocks.0"])   # the innermost unit claims
+    owners = l07.unit_parameters(nn.Sequential(*[nn.Linear(2, 2) for _ in range(11)]), ["1", "10"])
+    assert owners["1"] == ["1.weight", "1.bias"] and owners["10"] == ["10.weight", "10.bias"]
+    shared = nn.Linear(2, 2)
+    assert l07.unit_parameters(nn.Sequential(nn.Sequential(shared, shared)), ["0", "0.0", "0.1"])["0"] == [
+        "0.0.weight", "0.0.bias"]   # shared by two inner units: the innermost unit holding both uses
+
+    def first_listed(model, unit_names):
+        out = {u: [] for u in [*unit_names, ""]}
+        for name, _ in model.named_parameters():
+            out[next((u for u in unit_names if name.startswith(u + ".")), "")].append(name)
+        return out
+
+    with pytest.raises(AssertionError, match="innermost"):
+        l07.assert_unit_parameters(first_listed, TinyLM(), ["blocks.0", "blocks.0.mlp"])
+
+
+def test_reference_unit_trains_on_a_subgroup_with_several_batches_per_call() -> None:
+    l07.assert_unit_in_subgroup(l07.ReferenceShardedUnit, (5, 9, 7, 2), ranks=[1, 3], seed=9)
+    model_fn = SameInit(P.layered_mlp, seed=1, kwargs={"widths": (5, 9, 2)})
+    batches = make_batches(3, 6, 5, 2, seed=2)
+    out, ledger = run(P.shard_train_on_rank, l07.ReferenceShardedUnit, l07.reference_train, model_fn, batches, 0.1,
+                      batches_per_call=2, world_size=3, ledger=True, timeout=60)
+    assert len(out[0]["leftover_bytes"]) == 2   # calls of 2 and 1 batches
+    l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=2)

@@ -16,14 +16,17 @@ name says bytes; traffic is the bytes one rank sends under ring algorithms
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Callable, Sequence
 
+import cloudpickle
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from autograder.lessons.costs import (adam_memory_bytes, ring_allgather_bytes, ring_allreduce_bytes,
                                       ring_reduce_scatter_bytes)
+from autograder.lessons.l01 import in_subgroup, run_in_subgroup
 from autograder.plain import number, plain
 from helpers import param_sharding
 from helpers.models import TinyLM
@@ -33,6 +36,9 @@ from helpers.reference import SameInit, make_batches, mse, state_of
 Event = tuple[str, int]
 _GATHERS = ("all_gather_single", "all_gather_into_tensor")
 _SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
+# Ship this module's rank-side code (the reference unit and loop, the subgroup driver) by value: a rank
+# then never imports the autograder package.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 # --------------------------------------------------------------------------- references
@@ -73,21 +79,19 @@ def fsdp_traffic_bytes(num_params: int, bytes_per_param: int, world_size: int,
 def unit_parameters(model: nn.Module, unit_names: Sequence[str]) -> dict[str, list[str]]:
     """The parameter names each unit shards; ``""`` (the root) takes the rest and every shared one.
 
-    A parameter belongs to a unit when all of its names (a tied parameter has several, see
-    ``named_parameters(remove_duplicate=False)``) lie inside that unit's module. A
-    parameter reached from two units, or from a unit and outside it, goes to the root, their
-    common ancestor, as FSDP requires. Each parameter appears once, under its first name.
+    A parameter belongs to the innermost unit (units may be nested) whose module contains all
+    of its names (a tied parameter has several, see ``named_parameters(remove_duplicate=False)``):
+    a name lies inside unit ``u`` when it starts with ``u + "."``. A parameter that no unit
+    contains whole goes to the root, the common ancestor, as FSDP requires. Each parameter
+    appears once, under its first name.
     """
-    def unit_of(name: str) -> str:
-        return next((u for u in unit_names if name.startswith(u + ".")), "")
-
     names_of: dict[int, list[str]] = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         names_of.setdefault(id(p), []).append(name)
     out: dict[str, list[str]] = {u: [] for u in [*unit_names, ""]}
     for name, p in model.named_parameters():
-        units = {unit_of(n) for n in names_of[id(p)]}
-        out[units.pop() if len(units) == 1 else ""].append(name)
+        holders = [u for u in unit_names if all(n.startswith(u + ".") for n in names_of[id(p)])]
+        out[max(holders, key=len, default="")].append(name)  # nested holders: the longest name is innermost
     return out
 
 
@@ -157,6 +161,18 @@ def reference_train(model: nn.Module, units: Sequence[Any], batches: Sequence[tu
     return losses
 
 
+def train_in_subgroup_on_rank(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+                              batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float,
+                              ranks: Sequence[int]) -> dict[str, Any] | None:
+    """Every rank creates ``new_group(ranks)``; its members train through ``unit_cls(m, group=group)``.
+
+    The members share each batch (rows by group rank) and pass every batch to
+    :func:`reference_train` in one call; the other ranks return ``None`` at once.
+    """
+    return in_subgroup(ranks, lambda group: param_sharding.shard_train_on_rank(
+        unit_cls, reference_train, model_fn, batches, lr, batches_per_call=len(batches), group=group))
+
+
 # --------------------------------------------------------------------------- hidden checks
 
 
@@ -214,21 +230,36 @@ def assert_traffic_measured(fn: Callable[..., float], ledger: Any, num_params: i
                              f"step; fsdp_traffic_bytes predicts {predicted:,.0f}.")
 
 
+def _unit_hint(got: dict[str, Any], exp: dict[str, list[str]]) -> str:
+    """Why ``got`` differs from ``exp``, when one of the known mistakes explains it."""
+    flat = [n for v in got.values() if isinstance(v, (list, tuple)) for n in v]
+    if len(flat) != len(set(flat)) or len(flat) > sum(len(v) for v in exp.values()):
+        return (" A parameter appears in two units: a tied weight would be sharded (and updated) twice, "
+                "once per copy.")
+    for unit, names in got.items():
+        wrong = [n for n in names if n not in exp.get(unit, [])]
+        owner = next((u for u, v in exp.items() if wrong and wrong[0] in v), None)
+        if owner is None:
+            continue
+        if owner and owner.startswith(unit + "."):
+            return (f" {wrong[0]!r} is inside unit {owner!r}, which is nested in {unit!r}: the innermost unit "
+                    f"shards it.")
+        if unit and owner != unit and wrong[0].startswith(unit) and not wrong[0].startswith(unit + "."):
+            return (f" {wrong[0]!r} starts with {unit!r} but is not inside that unit: a name lies inside unit u when "
+                    f"it starts with u + \".\".")
+        if owner == "":
+            return (" A parameter shared by two units must go to their common ancestor, the root \"\": split "
+                    "across units its copies desynchronise.")
+    return ""
+
+
 def assert_unit_parameters(fn: Callable[..., dict[str, list[str]]], model: nn.Module,
                            unit_names: Sequence[str]) -> None:
-    """``fn`` assigns every parameter exactly once, and shared ones to the root."""
+    """``fn`` assigns every parameter exactly once: to the innermost unit containing all its names, else the root."""
     exp = unit_parameters(model, unit_names)
     got = plain(fn(model, list(unit_names)), f"unit_parameters(model, {list(unit_names)})")
     if not isinstance(got, dict) or {k: list(v) for k, v in got.items()} != exp:
-        hint = ""
-        if isinstance(got, dict):
-            flat = [n for v in got.values() for n in v]
-            if len(flat) != len(set(flat)) or len(flat) > sum(len(v) for v in exp.values()):
-                hint = (" A parameter appears in two units: a tied weight would be sharded (and updated) twice, "
-                        "once per copy.")
-            elif set(exp[""]) - set(got.get("", [])):
-                hint = (" A parameter shared by two units must go to their common ancestor, the root \"\": split "
-                        "across units its copies desynchronise.")
+        hint = _unit_hint(got, exp) if isinstance(got, dict) else ""
         raise AssertionError(f"unit_parameters(model, {list(unit_names)}) returned {got!r:.300}, expected "
                              f"{exp!r:.300}.{hint}")
 
@@ -259,6 +290,27 @@ def assert_sharded_training(results: Sequence[dict[str, Any]], model_fn: Callabl
     """The ranks' results (plain) end at full-batch SGD's state; see the student-side check."""
     param_sharding.assert_sharded_training(plain(results, "the ranks' results"), sgd_full_batch(model_fn, batches, lr),
                                            len(batches), ledger, units)
+
+
+def assert_unit_in_subgroup(unit_cls: Callable[..., Any], widths: Sequence[int], ranks: Sequence[int],
+                            seed: int) -> None:
+    """Of 4 ranks, only ``ranks`` (a ``new_group``) train through ``unit_cls``; they end at full-batch SGD.
+
+    The other ranks call nothing but ``new_group`` and a barrier: a unit that issues a
+    collective on the default group, or waits for them, fails at once.
+    """
+    model_fn = SameInit(param_sharding.layered_mlp, seed=seed, kwargs={"widths": tuple(widths)})
+    batches = make_batches(3, 4 * len(ranks), widths[0], widths[-1], seed=seed + 1)
+    what = "FullyShardedUnit(module, group)"
+    out = run_in_subgroup(train_in_subgroup_on_rank, unit_cls, model_fn, batches, 0.05, list(ranks), ranks=ranks,
+                          what=what)
+    try:
+        param_sharding.assert_sharded_training([out[r] for r in ranks], sgd_full_batch(model_fn, batches, 0.05),
+                                               len(batches), None, len(widths) - 1)
+    except AssertionError as exc:
+        raise AssertionError(f"{what} with group = dist.new_group({list(ranks)}) of 4 ranks (ranks below count "
+                             f"within the group; N = dist.get_world_size(group), r = dist.get_rank(group)): "
+                             f"{exc}") from None
 
 
 def assert_unit_step(results: Sequence[dict[str, Any]], model_fn: Callable[[], nn.Module],
