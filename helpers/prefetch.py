@@ -111,8 +111,10 @@ def forward_on_rank(forward_fn: Callable[..., torch.Tensor], widths: Sequence[in
     """Shard :func:`unit_stack` into :class:`PrefetchUnit` s and run ``forward_fn(units, x, depth)``.
 
     Records, at every unit's computation, which units were materialised (gathered and not
-    yet freed). Returns the output, the unsharded model's output, those lists, and how many
-    bytes of full parameters were left allocated afterwards.
+    yet freed) and, with ``slow`` (where an all-gather completes only when waited on), which
+    of them were still in flight (issued, not yet waited on). Returns the output, the
+    unsharded model's output, those lists, and how many bytes of full parameters were left
+    allocated afterwards.
     """
     torch.manual_seed(0)
     model = unit_stack(widths)
@@ -120,31 +122,48 @@ def forward_on_rank(forward_fn: Callable[..., torch.Tensor], widths: Sequence[in
         expected = model(x)
     units = [PrefetchUnit(m) for m in model]
     materialised: list[list[int]] = []
+    in_flight: list[list[int]] = []
     for m in model:
         m.register_forward_pre_hook(lambda mod, args: materialised.append(
             [j for j, u in enumerate(units) if u.gathered]))
+        m.register_forward_pre_hook(lambda mod, args: in_flight.append(
+            [j for j, u in enumerate(units) if u.gathered and not u.pending.is_completed()]))
     with torch.no_grad(), (SlowNetwork() if slow else nullcontext()):
         out = forward_fn(units, x, depth)
     leftover = sum(u.allocated_bytes for u in units)
-    return {"out": out, "expected": expected, "materialised": materialised, "leftover": leftover}
+    return {"out": out, "expected": expected, "materialised": materialised,
+            "in_flight": in_flight if slow else None, "leftover": leftover}
 
 
-def synthetic_trace(enqueue_s: Sequence[float], blocked_s: Sequence[float], compute_s: Sequence[float]
-                    ) -> list[tuple[str, int, float]]:
-    """A trace of a depth-1 forward: per unit, how long the async call took to return and the wait blocked."""
+def synthetic_trace(enqueue_s: Sequence[float], blocked_s: Sequence[float], compute_s: Sequence[float],
+                    gap_s: Sequence[float] | None = None) -> list[tuple[str, int, float]]:
+    """A trace of a depth-1 forward: per unit, how long the async call took to return and the wait blocked.
+
+    ``gap_s[u]``: seconds between unit ``u``'s ``wait_return`` and its ``compute_start`` (other
+    work in between; default 0). Events are listed in time order.
+    """
     t, trace = 0.0, []
     for u in range(len(compute_s)):
         trace += [("issue_call", u, t), ("issue_return", u, t + enqueue_s[u])]
         t += enqueue_s[u]
         trace += [("wait_call", u, t), ("wait_return", u, t + blocked_s[u])]
-        t += blocked_s[u]
+        t += blocked_s[u] + (gap_s[u] if gap_s else 0.0)
         trace += [("compute_start", u, t), ("compute_end", u, t + compute_s[u])]
         t += compute_s[u]
     return trace
 
 
-def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, num_units: int) -> None:
-    """Outputs equal the unsharded model; at most ``depth + 1`` units live, and prefetch happened; all freed."""
+def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, num_units: int,
+                               ledger: Any = None) -> None:
+    """Outputs equal the unsharded model; units ``k..k+depth`` live and ``k+1..`` in flight; all freed.
+
+    With a ``ledger`` (``run(..., ledger=True)``), every rank issued exactly one all-gather per unit.
+    """
+    for rank in range(0 if ledger is None else ledger.world_size):
+        gathers = ledger.count("all_gather_single", rank)
+        if gathers != num_units:
+            raise AssertionError(f"rank {rank}, depth {depth}: {gathers} all-gathers for {num_units} units; issue "
+                                 f"each unit's all-gather exactly once (a unit already in flight is not issued again).")
     for rank, r in enumerate(results):
         if not isinstance(r["out"], torch.Tensor) or r["out"].shape != r["expected"].shape:
             raise AssertionError(f"rank {rank}, depth {depth}: the forward returned {type(r['out']).__name__}, not "
@@ -162,6 +181,13 @@ def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, nu
                 raise AssertionError(f"rank {rank}, depth {depth}: when unit {u} computed, units {live} were "
                                      f"materialised; expected {expected} (unit {u} and the next {depth} prefetched, "
                                      f"every earlier one freed).")
+        for u, flying in enumerate(r["in_flight"] or []):
+            expected = list(range(u + 1, min(u + depth, num_units - 1) + 1))
+            if flying != expected:
+                raise AssertionError(f"rank {rank}, depth {depth}: when unit {u} computed, the all-gathers of units "
+                                     f"{flying} were still in flight; expected {expected}. Wait only on unit {u}'s "
+                                     f"handle: waiting on the prefetched ones first leaves nothing to overlap with "
+                                     f"the computation.")
         if len(r["materialised"]) != num_units:
             raise AssertionError(f"rank {rank}: {len(r['materialised'])} units computed, expected {num_units}.")
         if r["leftover"]:

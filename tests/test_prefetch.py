@@ -134,3 +134,36 @@ def _deferred_all_gather() -> dict:
 def test_slow_network_defers_all_gathers() -> None:
     for r in run(_deferred_all_gather, world_size=2, timeout=30):
         assert r == {"before": [0.0] * 4, "after": [1.0, 1.0, 2.0, 2.0]}
+
+
+def test_blocked_time_ends_at_the_wait_return_in_any_event_order() -> None:
+    trace = F.synthetic_trace([0.01, 0.02], [0.2, 0.3], [1.0, 1.0], gap_s=[0.5, 0.25])
+    assert l08.blocked_waiting_s(trace) == pytest.approx(0.5)
+    assert l08.blocked_waiting_s(l08.shuffled(trace, seed=1)) == pytest.approx(0.5)
+    with pytest.raises(AssertionError, match="compute_start"):
+        l08.assert_blocked(lambda t: l08._total(t, "wait_call", "compute_start"), [trace])
+    with pytest.raises(AssertionError, match="need not be in time order"):
+        l08.assert_blocked(lambda t: [0.0][len(t)], [list(reversed(trace))])
+
+
+def _wait_for_everything(units, x, depth):
+    handles = {}
+    for k, unit in enumerate(units):
+        for v in range(k, min(k + depth, len(units) - 1) + 1):
+            if v not in handles:
+                handles[v] = units[v].issue_gather()
+        for handle in handles.values():
+            handle.wait()
+        x = unit.module(x)
+        unit.free()
+    return x
+
+
+def test_forward_check_names_waiting_for_the_prefetched_units_and_counts_gathers() -> None:
+    out, ledger = run(F.forward_on_rank, l08.reference_forward, (6, 10, 8, 3), torch.randn(2, 6), 1, world_size=2,
+                      timeout=30, ledger=True)
+    assert out[0]["in_flight"] == [[1], [2], []]
+    F.assert_prefetching_forward(out, 1, num_units=3, ledger=ledger)
+    out = run(F.forward_on_rank, _wait_for_everything, (6, 10, 8, 3), torch.randn(2, 6), 1, world_size=2, timeout=30)
+    with pytest.raises(AssertionError, match="still in flight"):
+        F.assert_prefetching_forward(out, 1, num_units=3)

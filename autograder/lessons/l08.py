@@ -20,6 +20,7 @@ live in :mod:`helpers.prefetch`; the checks here pass a student's values through
 """
 from __future__ import annotations
 
+import random
 from typing import Any, Callable, Sequence
 
 import torch
@@ -177,21 +178,52 @@ def assert_max_depth(fn: Callable[..., int | None], cases: Sequence[tuple]) -> N
                                  f"(peak per depth: {[round(p) for p in peaks]}).")
 
 
+def _total(trace: Sequence[tuple[str, int, float]], first: str, second: str) -> float:
+    """Sum over units of the ``second`` event's time minus the ``first`` one's (one of each per unit)."""
+    return sum(t for e, _, t in trace if e == second) - sum(t for e, _, t in trace if e == first)
+
+
+def _in_time_order(trace: Sequence[tuple[str, int, float]]) -> bool:
+    return all(a[2] <= b[2] for a, b in zip(trace, trace[1:]))
+
+
 def assert_blocked(fn: Callable[..., float], traces: Sequence[list[tuple[str, int, float]]]) -> None:
     """``fn(trace)`` equals :func:`blocked_waiting_s`."""
     for trace in traces:
-        exp, got = blocked_waiting_s(trace), number(fn(list(trace)), "blocked_waiting_s(trace)")
+        order = "" if _in_time_order(trace) else " (its events are not in time order)"
+        try:
+            got = number(fn(list(trace)), "blocked_waiting_s(trace)")
+        except AssertionError:
+            raise  # number()'s message already says what is wrong
+        except Exception as exc:
+            raise AssertionError(f"blocked_waiting_s raised {type(exc).__name__}: {exc} on a trace{order}. Events "
+                                 f"need not be in time order: pair each wait_return with the wait_call of the same "
+                                 f"unit.") from None
+        exp = blocked_waiting_s(trace)
         if not _close(got, exp):
-            enqueue = sum(t for e, _, t in trace if e == "issue_return") - sum(t for e, _, t in trace
-                                                                              if e == "issue_call")
-            hint = (" That is the time the async calls took to return: enqueueing, not communication."
-                    if _close(got, enqueue) else "")
-            raise AssertionError(f"blocked_waiting_s returned {got!r}, expected {exp:g} s.{hint}")
+            if _close(got, _total(trace, "issue_call", "issue_return")):
+                hint = " That is the time the async calls took to return: enqueueing, not communication."
+            elif _close(got, _total(trace, "wait_call", "compute_start")):
+                hint = (" That times each wait up to the unit's compute_start; the wait ended at its wait_return "
+                        "(other work may come in between).")
+            elif order:
+                hint = " Events need not be in time order: pair each wait_return with the wait_call of the same unit."
+            else:
+                hint = ""
+            raise AssertionError(f"blocked_waiting_s returned {got!r} on a trace{order}, expected {exp:g} s.{hint}")
 
 
-def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, num_units: int) -> None:
+def shuffled(trace: Sequence[tuple[str, int, float]], seed: int) -> list[tuple[str, int, float]]:
+    """The events of ``trace`` in a deterministic random order (a trace need not be in time order)."""
+    out = list(trace)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, num_units: int,
+                               ledger: Any = None) -> None:
     """:func:`helpers.prefetch.assert_prefetching_forward` on a plain copy of the ranks' results."""
-    prefetch.assert_prefetching_forward(plain(results, "the ranks' results"), depth, num_units)
+    prefetch.assert_prefetching_forward(plain(results, "the ranks' results"), depth, num_units, ledger)
 
 
 # --------------------------------------------------------------------------- the chapter's numbers
