@@ -259,3 +259,35 @@ def test_stored_single_process_measurements() -> None:
     drift = load("09_lr_drift")
     assert [run["lr"] for run in drift["runs"]] == [1e-5, 1e-1]
     assert all(len(run["worst_ratio"]) == drift["steps"] and max(run["worst_ratio"]) < 1 for run in drift["runs"])
+
+
+def test_capture_check_catches_double_without_clone_and_a_kept_mask() -> None:
+    R.assert_capture(R.capture_update_state, dtype=torch.float64)
+
+    def no_clone(model, optimizer, loss, clip_coef, mask):
+        state = R.capture_update_state(model, optimizer, loss, clip_coef, mask)
+        state.update({f"param/{name}": p.detach().double() for name, p in model.named_parameters()})
+        return state
+
+    R.assert_capture(no_clone)   # float32: .double() copies
+    with pytest.raises(AssertionError, match="returns the tensor itself"):
+        R.assert_capture(no_clone, dtype=torch.float64)
+    with pytest.raises(AssertionError, match="'mask'"):
+        R.assert_capture(lambda m, o, loss, c, mask: {**R.capture_update_state(m, o, loss, c, mask), "mask": mask})
+
+
+def test_compare_check_names_nan_and_inexact_step_counters() -> None:
+    def greater(r, c, d):
+        return sorted(k for k in r if k not in c or r[k].shape != c[k].shape or (
+            not torch.equal(r[k], c[k].to(r[k].dtype)) if R._exact(k) or r[k].dtype == torch.bool
+            else bool((c[k].double() - r[k].double()).norm() > R.tolerance(d) * r[k].double().norm() + 1e-12)))
+
+    with pytest.raises(AssertionError, match="NaN or inf"):
+        R.assert_compare(greater, R.synthetic_cases())
+
+    def allclose_steps(r, c, d):
+        return [k for k in R.compare_update_states(r, c, d)
+                if not (R._exact(k) and torch.allclose(r[k], c[k].double()))]
+
+    with pytest.raises(AssertionError, match="Step counters compare exactly"):
+        R.assert_compare(allclose_steps, R.synthetic_cases())

@@ -118,25 +118,30 @@ def run_zoo(problem: eq.Problem | None = None, names: Sequence[str] | None = Non
             for name, (dtype, snaps) in eq.run_zoo(problem, names).items()}
 
 
-def capture_run(capture_fn: Callable[..., Any], problem: eq.Problem | None = None) -> tuple[list[Any], list[State]]:
-    """Train float32 single-process Adam with clipping; capture every step with the reference, then ``capture_fn``.
+def capture_run(capture_fn: Callable[..., Any], problem: eq.Problem | None = None,
+                dtype: torch.dtype = torch.float32) -> tuple[list[Any], list[State]]:
+    """Train single-process Adam with clipping in ``dtype``; capture every step with the reference, then ``capture_fn``.
 
     Returns ``(what capture_fn returned, the reference's states)``. Gradients are zeroed in
-    place, so a capture that keeps live tensors sees them change in later steps; the
-    reference captures first, so a ``capture_fn`` that edits the model cannot move it.
+    place, so a capture that keeps live tensors sees them change in later steps (in float64
+    too, where ``.double()`` returns the tensor itself); each step's mask is a fresh tensor,
+    inverted in place once captured, so a capture that keeps the caller's mask sees it change.
+    The reference captures first, so a ``capture_fn`` that edits the model cannot move it.
     """
     problem = problem or eq.make_problem()
-    model = eq.build_model(problem, torch.float32)
+    model = eq.build_model(problem, dtype)
     optimizer = eq.build_adam(model, problem)
     mine, ref = [], []
     for x, y, mask in problem.batches:
+        x, y, mask = x.to(dtype), y.to(dtype), mask.clone()
         optimizer.zero_grad(set_to_none=False)
         loss = eq.masked_mse(model(x), y, mask, mask.sum().item() * eq.OUT_FEATURES)
         loss.backward()
-        coef = eq.clip(model).float()
+        coef = eq.clip(model).to(dtype)
         optimizer.step()
         ref.append(capture_update_state(model, optimizer, loss, coef, mask))
         mine.append(capture_fn(model, optimizer, loss, coef, mask))
+        mask.logical_not_()
     return mine, ref
 
 
@@ -165,6 +170,7 @@ def synthetic_cases(problem: eq.Problem | None = None) -> list[tuple[str, State,
         flat[flat.abs().argmin()] += 1e-3 * v.norm()
         return flat.view_as(v)
 
+    big_steps = {k: v + 1e6 if key_family(k) == "step" else v for k, v in ref.items()}
     return [
         ("identical", ref, edit(), torch.float32),
         ("float32 rounding of everything", ref, {k: v.float() if v.is_floating_point() else v for k, v in ref.items()},
@@ -180,6 +186,15 @@ def synthetic_cases(problem: eq.Problem | None = None) -> list[tuple[str, State,
         ("one element off by 1e-3 of the tensor's norm: bf16 accepts it", ref, edit(param=one_outlier), torch.bfloat16),
         ("parameters missing", ref, edit(param=lambda k, v: None), torch.float32),
         ("a flattened parameter", ref, edit(param=lambda k, v: v.flatten()), torch.bfloat16),
+        ("a NaN in every gradient", ref, edit(grad=lambda k, v: v.flatten().index_fill(0, torch.tensor([0]),
+                                                                                    math.nan).view_as(v)),
+         torch.bfloat16),
+        ("an inf parameter element and a NaN loss", ref,
+         edit(param=lambda k, v: v.flatten().index_fill(0, torch.tensor([0]), math.inf).view_as(v),
+              loss=lambda k, v: torch.full_like(v, math.nan)), torch.bfloat16),
+        ("resumed at step 10**6, the counter one too high", big_steps, edit(step=lambda k, v: v + 1e6 + 1),
+         torch.bfloat16),
+        ("resumed at step 10**6, the same counter", big_steps, edit(step=lambda k, v: v + 1e6), torch.bfloat16),
     ]
 
 
@@ -191,9 +206,10 @@ def _copies(states: Sequence[State]) -> list[State]:
     return [{k: v.clone() for k, v in s.items()} for s in states]
 
 
-def assert_capture(capture_fn: Callable[..., Any], problem: eq.Problem | None = None) -> None:
+def assert_capture(capture_fn: Callable[..., Any], problem: eq.Problem | None = None,
+                   dtype: torch.dtype = torch.float32) -> None:
     """``capture_fn`` returns every key, as float64 copies (bool mask) that later steps do not change."""
-    mine, ref = capture_run(capture_fn, problem)
+    mine, ref = capture_run(capture_fn, problem, dtype)
     for step, (raw, exp) in enumerate(zip(mine, ref)):
         got = plain(raw, f"capture_update_state's result at step {step}")  # read only now: aliasing shows
         if type(got) is not dict:
@@ -209,8 +225,10 @@ def assert_capture(capture_fn: Callable[..., Any], problem: eq.Problem | None = 
                 raise AssertionError(f"step {step}, {key!r}: expected a {value.dtype} tensor of shape "
                                      f"{tuple(value.shape)}, got {_describe(value_got)}.")
             if not torch.equal(value_got, value):
-                later = " It changed after it was captured: store copies (detach().clone()), not the live tensors." \
-                    if step < len(ref) - 1 else ""
+                itself = ", where .double() returns the tensor itself" if dtype == torch.float64 else ""
+                later = (f" It changed after it was captured (a {dtype} model{itself}; the caller's mask is changed "
+                         f"afterwards): store copies (.detach().double().clone(), the mask .clone()), not the live "
+                         f"tensors.")
                 raise AssertionError(f"step {step}, {key!r}: the captured value differs from the model's state "
                                      f"right after that step.{later}")
 
@@ -245,7 +263,7 @@ def assert_compare(fn: Callable[[State, State, torch.dtype], Any],
             families = sorted({key_family(k) for k in exp})
             raise AssertionError(
                 f"case '{description}' ({dtype}): compare_update_states returned {_short(got)}, expected "
-                f"{_short(exp)} (key families {families}).{_compare_hint(got, exp)}")
+                f"{_short(exp)} (key families {families}).{_compare_hint(got, exp, cand)}")
 
 
 def _short(keys: Any) -> str:
@@ -254,10 +272,17 @@ def _short(keys: Any) -> str:
     return repr(keys) if len(keys) <= 5 else repr(keys[:5])[:-1] + f", ... ({len(keys)} keys)]"
 
 
-def _compare_hint(got: Any, exp: list[str]) -> str:
+def _compare_hint(got: Any, exp: list[str], candidate: State) -> str:
     if type(got) is not list:
         return " Return a sorted list of keys."
-    missed = {key_family(k) for k in set(exp) - set(got)}
+    missed_keys = set(exp) - set(got)
+    missed = {key_family(k) for k in missed_keys}
+    if any(k in candidate and not bool(candidate[k].double().isfinite().all()) for k in missed_keys):
+        return (" The candidate holds NaN or inf there: every comparison with NaN is False, so test that the error "
+                "is within the bound (error <= bound), not that it exceeds it.")
+    if missed == {"step"}:
+        return (" Step counters compare exactly: at step 10**6 a relative tolerance (torch.allclose's default "
+                "included) cannot tell n from n + 1.")
     if missed:
         return f" Keys of families {sorted(missed)} were not flagged: compare every key of the reference."
     if set(got) - set(exp):

@@ -1,0 +1,17 @@
+# assignment: 09_equivalence_tests
+# grade_id: compare_update_states
+# catches: error > bound: a NaN error compares False and passes
+def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[str, torch.Tensor],
+                          dtype: torch.dtype) -> list[str]:
+    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerance(dtype)."""
+    differing = []
+    for key, r in reference.items():
+        c = candidate.get(key)
+        if c is None or c.shape != r.shape:
+            differing.append(key)
+        elif key.startswith("step/") or r.dtype == torch.bool:
+            if not torch.equal(c.to(r.dtype), r):
+                differing.append(key)
+        elif (c.double() - r.double()).norm() > tolerance(dtype) * r.double().norm() + 1e-12:
+            differing.append(key)
+    return sorted(differing)
