@@ -67,6 +67,9 @@ STOP_TIMEOUT = 5.0  # seconds a graceful shutdown may take before workers are ki
 PROGRESS_WINDOW = 2.0  # seconds without progress, once ``timeout`` has passed, that mean "stuck"
 MIN_CPU_S = 0.05  # CPU seconds a rank must use within the window to count as computing
 RUNAWAY_FACTOR = 6.0  # default hard bound, as a multiple of ``timeout``
+# Longest single wait for rank messages: a SIGINT delivered to another thread of the caller
+# (a timer, the kernel's) only raises KeyboardInterrupt once the main thread wakes up.
+WAKE_S = 0.25
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -545,7 +548,7 @@ def _collect(pool: _Pool, task_id: int, timeout: float, runaway: float) -> _Outc
             next_look = min(next_look, start + timeout)
         watched = {pool.conns[k]: k for k in pending}
         sentinels = {pool.procs[k].sentinel: k for k in pending}
-        for ready in mp.connection.wait([*watched, *sentinels], timeout=max(0.0, next_look - now)):
+        for ready in mp.connection.wait([*watched, *sentinels], timeout=min(WAKE_S, max(0.0, next_look - now))):
             if ready in watched:
                 _receive(pool, watched[ready], task_id, outcome)
             elif not pool.conns[sentinels[ready]].poll():

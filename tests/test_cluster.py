@@ -170,7 +170,7 @@ def test_destroying_the_group_is_charged_to_that_call_and_the_group_is_rebuilt()
         dist.destroy_process_group()
         return 1
 
-    with pytest.raises(RankError, match="destroyed the process group that run\(\) owns"):
+    with pytest.raises(RankError, match=r"destroyed the process group that run\(\) owns"):
         run(destroys, world_size=2, timeout=10.0)
     assert run(_sum_of_ranks, 1.0, offset=0.0, world_size=2)[0].tolist() == [1.0, 1.0, 1.0]
 
