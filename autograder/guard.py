@@ -26,18 +26,24 @@ It also contains faults to the cell they happen in:
    what kernel-side code writes to stderr (a ``print(..., file=sys.stderr)``, a warning)
    becomes stdout lines prefixed ``[stderr]``, as output from ranks is shown prefixed
    ``[rank k]`` (:mod:`helpers.cluster`). Only errors cost points.
-7. **Leftover processes.** Every process started below the grader during grading, even
+7. **One forkserver.** The grader starts the forkserver its kernels' ranks are forked from
+   (:func:`helpers.cluster.share_forkserver`), once per grading process instead of once per
+   kernel; a rank that kills it costs only speed (the next kernel starts its own).
+8. **Leftover processes.** Every process started below the grader during grading, even
    one started in a new session, is ended when grading ends (:mod:`autograder.processes`).
 """
 from __future__ import annotations
 
 import ast
+import os
 import time
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
+
+from helpers.cluster import SHARED_FORKSERVER_ENV, share_forkserver
 
 from .budget import cell_limit
 from .policy import imported_names, refusal
@@ -98,6 +104,8 @@ class GuardedExecute(Execute):
         self._assignment = (resources or {}).get("nbgrader", {}).get("assignment")
         self._replay: list[str] = []  # earlier student and import cells, for a fresh kernel
         CELL_SECONDS.clear()
+        # One forkserver for every kernel this grader starts: ranks fork from it (cluster.share_forkserver).
+        os.environ[SHARED_FORKSERVER_ENV] = share_forkserver()
         processes = Descendants()
         try:
             return super().preprocess(nb, resources, km=km)

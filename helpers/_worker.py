@@ -204,8 +204,15 @@ def _run_task(payload: bytes, seed: int, capture: _Capture) -> tuple[str, Any, s
     return status, result, _format_warnings(caught) + capture.take()
 
 
-def main(rank: int, world_size: int, store_path: str, conn: Any, lifeline: Any, capture_path: str) -> None:
-    """Entry point of one rank process; never returns (exits with ``os._exit``)."""
+def main(rank: int, world_size: int, store_path: str, conn: Any, lifeline: Any, capture_path: str,
+         environ: dict[str, str]) -> None:
+    """Entry point of one rank process; never returns (exits with ``os._exit``).
+
+    ``environ`` is the caller's environment: a forkserver shared by several kernels
+    (``helpers.cluster.share_forkserver``) has its own, older one.
+    """
+    os.environ.clear()
+    os.environ.update(environ)
     threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
     capture = _Capture(capture_path)
     faulthandler.register(signal.SIGUSR1, file=capture.fd, all_threads=False)

@@ -70,6 +70,7 @@ RUNAWAY_FACTOR = 6.0  # default hard bound, as a multiple of ``timeout``
 # Longest single wait for rank messages: a SIGINT delivered to another thread of the caller
 # (a timer, the kernel's) only raises KeyboardInterrupt once the main thread wakes up.
 WAKE_S = 0.25
+SHARED_FORKSERVER_ENV = "COURSE_FORKSERVER"  # address of a forkserver a grader shares with its kernels
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -139,7 +140,7 @@ def _context() -> mp.context.ForkServerContext:
 
 
 def _start_forkserver_quietly() -> None:
-    """Start the forkserver with fds 1 and 2 on /dev/null.
+    """Start the forkserver with fds 1 and 2 on /dev/null, or use the shared one.
 
     In a Jupyter kernel fds 1/2 are forwarded to the notebook, and anything the
     forkserver (or the resource tracker it starts) writes there would land in a
@@ -147,6 +148,8 @@ def _start_forkserver_quietly() -> None:
     """
     from multiprocessing import forkserver
 
+    if _attach_shared_forkserver():
+        return
     saved = [os.dup(1), os.dup(2)]
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
@@ -158,6 +161,59 @@ def _start_forkserver_quietly() -> None:
         os.dup2(saved[1], 2)
         for fd in (*saved, devnull):
             os.close(fd)
+
+
+def share_forkserver() -> str:
+    """Start this process's forkserver (torch imported) for the kernels it will start; its address.
+
+    A grader that starts many kernels one after another sets :data:`SHARED_FORKSERVER_ENV`
+    to this address in their environment: their ranks are then forked from this one server
+    instead of each kernel starting its own (about 2.5 CPU seconds: Python, torch and
+    torch._dynamo imported again). A rank is a fork, so nothing it does reaches the
+    server's memory; if the server is gone, a kernel starts its own again.
+    """
+    from multiprocessing import forkserver
+
+    _context()
+    _start_forkserver_quietly()
+    return forkserver._forkserver._forkserver_address
+
+
+def _attach_shared_forkserver() -> bool:
+    """Use the forkserver named by :data:`SHARED_FORKSERVER_ENV`, if there is one and this process has none."""
+    from multiprocessing import forkserver, resource_tracker
+
+    global _shared_alive_fd
+    server = forkserver._forkserver
+    address = os.environ.get(SHARED_FORKSERVER_ENV, "")
+    if _shared_alive_fd is not None:
+        return True
+    if server._forkserver_pid is not None or not address or not os.path.exists(address):
+        return False
+    # multiprocessing sends the client's "alive" fd along with each request; the shared
+    # server watches its own starter's, so any open fd will do here.
+    _shared_alive_fd = os.open(os.devnull, os.O_WRONLY)
+    server._forkserver_address, server._forkserver_alive_fd = address, _shared_alive_fd
+    server.ensure_running = resource_tracker.ensure_running  # no pid to poll: it is not our child
+    return True
+
+
+def _detach_shared_forkserver() -> None:
+    """Forget the shared forkserver (it died): the next pool starts this process's own."""
+    from multiprocessing import forkserver
+
+    global _shared_alive_fd
+    server = forkserver._forkserver
+    if _shared_alive_fd is None:
+        return
+    os.close(_shared_alive_fd)
+    _shared_alive_fd = None
+    server._forkserver_address = server._forkserver_alive_fd = None
+    del server.ensure_running
+    os.environ.pop(SHARED_FORKSERVER_ENV, None)
+
+
+_shared_alive_fd: int | None = None
 
 
 @contextmanager
@@ -183,34 +239,51 @@ class _Pool:
     """``world_size`` warm rank processes that form one gloo group."""
 
     def __init__(self, world_size: int) -> None:
-        ctx = _context()
+        _context()
         _start_forkserver_quietly()
         self.world_size = world_size
         self.tmpdir = tempfile.mkdtemp(prefix="course-cluster-")
         self.capture_paths = [os.path.join(self.tmpdir, f"rank{k}.out") for k in range(world_size)]
-        store_path = os.path.join(self.tmpdir, "store")  # a FileStore: no TCP port to collide
         self.conns: list[mp.connection.Connection] = []
         self.lifelines: list[mp.connection.Connection] = []
         self.procs: list[mp.process.BaseProcess] = []
+        try:
+            self._start_ranks()
+        except OSError:  # the shared forkserver is gone: start our own and try once more
+            if _shared_alive_fd is None:
+                raise
+            self.kill(keep_tmpdir=True)
+            self.procs = []
+            _detach_shared_forkserver()
+            _start_forkserver_quietly()
+            self._start_ranks()
+        self._await_ready()
+
+    def _start_ranks(self) -> None:
         from helpers import _worker
 
-        for rank in range(world_size):
+        ctx = _context()
+        store_path = os.path.join(self.tmpdir, "store")  # a FileStore: no TCP port to collide
+        if os.path.exists(store_path):  # left by a failed first attempt
+            os.unlink(store_path)
+        for rank in range(self.world_size):
             ours, theirs = ctx.Pipe(duplex=True)
             life_r, life_w = ctx.Pipe(duplex=False)
             proc = ctx.Process(
                 target=_worker.main,
-                args=(rank, world_size, store_path, theirs, life_r, self.capture_paths[rank]),
+                args=(rank, self.world_size, store_path, theirs, life_r, self.capture_paths[rank], dict(os.environ)),
                 name=f"course-rank-{rank}",
                 daemon=True,
             )
-            with _main_module_hidden():
-                proc.start()
-            theirs.close()
-            life_r.close()
+            try:
+                with _main_module_hidden():
+                    proc.start()
+            finally:
+                theirs.close()
+                life_r.close()
             self.conns.append(ours)
             self.lifelines.append(life_w)
             self.procs.append(proc)
-        self._await_ready()
 
     def _await_ready(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -245,14 +318,14 @@ class _Pool:
         time.sleep(0.2)
         return {k: _user_frames(_tail(self.capture_paths[k])) for k in ranks}
 
-    def kill(self) -> None:
+    def kill(self, keep_tmpdir: bool = False) -> None:
         """Kill every rank process now (they may be stuck inside a collective)."""
         for proc in self.procs:
             if proc.is_alive():
                 proc.kill()
         for proc in self.procs:
             proc.join(timeout=5)
-        self._close()
+        self._close(keep_tmpdir)
 
     def stop(self) -> None:
         """Graceful stop: barrier, destroy the group, exit; kill whatever lingers."""
@@ -266,11 +339,12 @@ class _Pool:
             pass
         self.kill()
 
-    def _close(self) -> None:
+    def _close(self, keep_tmpdir: bool = False) -> None:
         for conn in (*self.conns, *self.lifelines):
             conn.close()
         self.conns, self.lifelines = [], []
-        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if not keep_tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
 def _tail(path: str, limit: int = 4000) -> str:

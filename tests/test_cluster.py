@@ -446,3 +446,30 @@ def test_kernel_shutdown_stops_groups_gracefully():
     while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in kids):
         time.sleep(0.1)
     assert not [p for p in kids if psutil.pid_exists(p)]
+
+
+def test_kernels_fork_their_ranks_from_a_shared_forkserver_and_manage_without_it() -> None:
+    # A grader shares its forkserver with the kernels it starts (autograder.guard): their ranks
+    # are forked from it, see the kernel's environment, and a kernel whose shared server died
+    # starts its own.
+    grader = _python(
+        """
+        import os, subprocess, sys
+        from multiprocessing import forkserver
+        from helpers.cluster import SHARED_FORKSERVER_ENV, share_forkserver
+        env = dict(os.environ, **{SHARED_FORKSERVER_ENV: share_forkserver(), "COURSE_TEST_VAR": "kernel's"})
+        kernel = ("import os; from helpers.cluster import run; "
+                  "print(*run(lambda: (os.getppid(), os.environ['COURSE_TEST_VAR']), world_size=2))")
+        server = forkserver._forkserver._forkserver_pid
+        print(server, flush=True)
+        print(subprocess.run([sys.executable, "-c", kernel], env=env, capture_output=True, text=True, check=True).stdout, flush=True)
+        os.kill(server, 9)
+        os.waitpid(server, 0)
+        print(subprocess.run([sys.executable, "-c", kernel], env=env, capture_output=True, text=True, check=True).stdout, flush=True)
+        """
+    )
+    out, err = grader.communicate(timeout=120)
+    assert grader.returncode == 0, err
+    server, shared, own = [line for line in out.splitlines() if line.strip()]
+    assert shared == f"({server}, \"kernel's\") ({server}, \"kernel's\")"
+    assert own.count("kernel's") == 2 and server not in own
