@@ -7,7 +7,8 @@ instructor side. Measured runs are drawn from what a chapter cell timed. Convent
 
 * a **scenario** is a dict with ``gather_s`` / ``compute_s`` (seconds per unit), ``unit_bytes``,
   ``activation_bytes``, ``shard_bytes``, ``depths`` (one row per depth ``0..U-1``: ``schedule``
-  ``[[I_v, F_v, S_v, E_v], ...]``, ``gaps`` (intervals where nothing computes), ``forward_s``,
+  ``[[I_v, F_v, S_v, E_v], ...]``, ``transfers`` (when each all-gather starts moving bytes,
+  ``max(I_v, F_{v-1})``), ``gaps`` (intervals where nothing computes), ``forward_s``,
   ``exposed_s``, ``peak_bytes`` and, in the chapter's scenarios, ``curve``) and ``max_depth``
   (the deepest depth within a budget, keyed by the budget in bytes); figures show milliseconds;
 * a **measured row** is one unit's timings on a rank: ``unit``, ``issue_at``, ``enqueue_s``,
@@ -26,6 +27,7 @@ from typing import Any, Sequence
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
@@ -47,7 +49,7 @@ _EXPOSED = "#d62728"
 _KIND_COLOR = {"shards": "0.6", "landing": "#fdae6b", "gathered": "#e6550d", "activations": "#6baed6"}
 _KIND_LABEL = {
     "shards": "shards of every unit",
-    "landing": "landing buffers (issued, not landed)",
+    "landing": "landing buffers (issued, not landed; queued or in transfer)",
     "gathered": "gathered units (landed, not freed)",
     "activations": "activations kept for backward",
 }
@@ -117,16 +119,17 @@ def explorer_scenario(num_units: int, ratio: float, slow_unit: int, activation_m
 def _draw_timeline(ax: Axes, row: dict[str, Any]) -> None:
     sched, end = row["schedule"], row["forward_s"]
     small = len(sched) <= 16
-    for v, (i, f, s, e) in enumerate(sched):
+    for v, ((i, f, s, e), t) in enumerate(zip(sched, row["transfers"])):
         color = _unit_color(v)
-        ax.broken_barh([(i * MS, (f - i) * MS)], (-0.3, 0.6), facecolors=color, edgecolors="0.2", lw=0.5,
+        ax.broken_barh([(t * MS, (f - t) * MS)], (-0.3, 0.6), facecolors=color, edgecolors="0.2", lw=0.5,
                        alpha=0.85, zorder=2)
+        ax.plot([i * MS], [0.42 + 0.07 * (v % 3)], "v", color=color, ms=5, zorder=3)  # issued: buffer allocated
         ax.broken_barh([(s * MS, (e - s) * MS)], (0.7, 0.6), facecolors=color, edgecolors="0.2", lw=0.5,
                        alpha=0.85, zorder=2)
         if f < s:  # landed, waiting for the previous unit: the buffer is held but idle
             ax.plot([f * MS, s * MS], [0.0, 0.0], ls=":", color=color, lw=1.2, zorder=1)
-        if small and (f - i) > 0.03 * end:
-            ax.text((i + f) / 2 * MS, 0, f"g{v}", ha="center", va="center", fontsize=7, color="w", zorder=3)
+        if small and (f - t) > 0.03 * end:
+            ax.text((t + f) / 2 * MS, 0, f"g{v}", ha="center", va="center", fontsize=7, color="w", zorder=3)
         if small and (e - s) > 0.03 * end:
             ax.text((s + e) / 2 * MS, 1, f"c{v}", ha="center", va="center", fontsize=7, color="w", zorder=3)
     for a, b in row["gaps"]:
@@ -141,8 +144,9 @@ def _draw_timeline(ax: Axes, row: dict[str, Any]) -> None:
 def plot_prefetch_timeline(scenario: dict[str, Any], depth: int | Sequence[int], *, title: str | None = None) -> Figure:
     """Gantt chart of a prefetching forward, one panel per depth on a shared time axis (ms).
 
-    Row "all-gather": unit ``v``'s all-gather from issue ``I_v`` to landing ``F_v`` (box
-    ``g v``; a dotted line follows while it has landed but waits for the previous unit). Row
+    Row "all-gather": a triangle at unit ``v``'s issue ``I_v`` (its landing buffer is allocated
+    from then on), its transfer on the one channel from ``max(I_v, F_{v-1})`` to landing ``F_v``
+    (box ``g v``; a dotted line follows while it has landed but waits for the previous unit). Row
     "compute": unit ``v`` from ``S_v`` to ``E_v`` (box ``c v``, same colour); hatched red: time
     in which nothing computes, the exposed communication. The dashed line is the end of
     forward. Depths accept an int or a list.
@@ -158,7 +162,8 @@ def plot_prefetch_timeline(scenario: dict[str, Any], depth: int | Sequence[int],
     axes[-1].set_xlim(-0.02 * right * MS, right * 1.04 * MS)
     axes[-1].set_xlabel("time since forward started (ms)")
     handles = [Patch(facecolor=_EXPOSED, alpha=0.25, hatch="///", edgecolor=_EXPOSED,
-                     label="nothing computes: exposed communication")]
+                     label="nothing computes: exposed communication"),
+               Line2D([], [], marker="v", ls="", color="0.3", label="all-gather issued (buffer allocated)")]
     axes[0].legend(handles=handles, fontsize=7, loc="upper right")
     gather_s, compute_s = scenario["gather_s"], scenario["compute_s"]
     fig.suptitle(title or (f"{len(gather_s)} units: all-gathers {sum(gather_s) * MS:.3g} ms, compute "
@@ -196,7 +201,7 @@ def plot_live_memory(scenario: dict[str, Any], depth: int | Sequence[int], budge
                      title: str | None = None) -> Figure:
     """Live bytes on one rank during forward, stacked by kind, one panel per depth (shared axes).
 
-    Kinds (bottom to top): the shards, landing buffers (``[I_v, F_v)``), gathered units
+    Kinds (bottom to top): the shards, landing buffers (``[I_v, F_v)``: queued or in transfer), gathered units
     (``[F_v, E_v)``) and activations (from ``S_v`` on), from the scenario's stored curves. The
     triangle marks the peak; the dashed red line is ``budget_bytes``. Panels over the budget say
     so in their title.

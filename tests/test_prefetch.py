@@ -20,6 +20,19 @@ def test_schedule_without_prefetch_serialises_everything() -> None:
     assert l08.exposed_communication(sched, COMPUTE) == sum(GATHER)
 
 
+def test_issue_is_program_order_and_the_channel_queues() -> None:
+    """Issue 12 item 1: units 0..d are issued at the start; a queued all-gather lands after the previous one."""
+    assert l08.prefetch_schedule(GATHER, COMPUTE, 1) == [(0, 1, 1, 3), (0, 3, 3, 4), (3, 4, 4, 6), (4, 7, 7, 8)]
+    assert [r[0] for r in l08.prefetch_schedule(GATHER, COMPUTE, 3)] == [0, 0, 0, 0]
+    assert l08.transfer_starts(l08.prefetch_schedule(GATHER, COMPUTE, 3)) == [0, 1, 3, 4]
+    slow_g, slow_c = l08.synthetic_units(6, 1.0, 0.6, slow_unit=2, slow_factor=5)
+    units, acts = [100e6] * 6, [20e6] * 6
+    scheds = [l08.prefetch_schedule(slow_g, slow_c, d) for d in range(6)]
+    assert [l08.peak_live_bytes(s, units, acts, 75e6) for s in scheds][3:] == [535e6, 615e6, 695e6]
+    assert [l08.peak_live_bytes(l08.channel_free_schedule(s), units, acts, 75e6) for s in scheds][3:] == [455e6] * 3
+    assert l08.max_prefetch_depth(slow_g, slow_c, units, acts, 75e6, 500e6) == 2
+
+
 def test_deeper_prefetch_never_slower_and_never_smaller() -> None:
     gather, compute = [0.5, 0.5, 4.0, 0.5, 0.5, 0.5], [1.0] * 6
     units, acts = [300, 100, 700, 100, 300, 100], [40] * 6
@@ -48,8 +61,11 @@ def test_blocked_time_ignores_enqueue_time() -> None:
 
 def test_checks_accept_references_and_name_mistakes() -> None:
     l08.assert_schedule(l08.prefetch_schedule, [(GATHER, COMPUTE, d) for d in range(4)])
-    with pytest.raises(AssertionError, match="as soon as the channel was free"):
+    with pytest.raises(AssertionError, match="issued at the start"):
         l08.assert_schedule(lambda g, c, d: l08.prefetch_schedule(g, c, len(g)), [(GATHER, COMPUTE, 0)])
+    with pytest.raises(AssertionError, match="only once the channel is free"):
+        l08.assert_schedule(lambda g, c, d: l08.channel_free_schedule(l08.prefetch_schedule(g, c, d)),
+                            [(GATHER, COMPUTE, 2)])
     l08.assert_peak(l08.peak_live_bytes, [(GATHER, COMPUTE, 1, [100, 200, 100, 300], [10] * 4, 50)])
 
     def from_landing(sched, units, acts, shards):
@@ -57,6 +73,19 @@ def test_checks_accept_references_and_name_mistakes() -> None:
 
     with pytest.raises(AssertionError, match="landing buffer"):
         l08.assert_peak(from_landing, [([1.0, 1.0, 1.0], [0.5] * 3, 2, [500, 10, 10], [0, 0, 0], 0)])
+
+    def from_channel_free(sched, units, acts, shards):
+        return l08.peak_live_bytes(l08.channel_free_schedule(sched), units, acts, shards)
+
+    with pytest.raises(AssertionError, match="when the channel is free"):
+        l08.assert_peak(from_channel_free, [([0.6, 0.6, 3.0, 0.6, 0.6, 0.6], [1.0] * 6, 5, [100] * 6, [20] * 6, 75)])
+
+    def old_planner(g, c, units, acts, shards, budget):
+        peaks = [from_channel_free(l08.prefetch_schedule(g, c, d), units, acts, shards) for d in range(len(g))]
+        return max((d for d, p in enumerate(peaks) if p <= budget), default=None)
+
+    with pytest.raises(AssertionError, match="counted from the issue"):
+        l08.assert_max_depth(old_planner, [([0.6, 0.6, 3.0, 0.6, 0.6, 0.6], [1.0] * 6, [100] * 6, [20] * 6, 75, 500)])
     l08.assert_exposed(l08.exposed_communication, [(GATHER, COMPUTE, 1)])
     l08.assert_max_depth(l08.max_prefetch_depth, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 400)])
     with pytest.raises(AssertionError, match="expected 0"):
@@ -86,6 +115,72 @@ def test_reference_forward_prefetches_within_depth(depth: int) -> None:
                   timeout=30)
         F.assert_prefetching_forward(out, depth, num_units=4)
         l08.assert_prefetching_forward(out, depth, num_units=4)
+
+
+UNEQUAL = (16, 40, 24, 56, 8, 32, 4)   # 6 units of different sizes
+
+
+@pytest.mark.parametrize("ratio,slow_factor", [(0.6, 5.0), (1.5, 1.0), (0.25, 1.0)])
+def test_planner_counts_the_bytes_the_forward_allocates(ratio: float, slow_factor: float) -> None:
+    """Issue 12 item 1: at every depth the planner's peak is the measured peak of allocated storage.
+
+    The reference forward runs on gloo with a storage meter (bytes read from the landing buffers' and
+    parameters' storages at every allocation) and a modelled clock; no activations (``no_grad``).
+    Counting buffers only from when the channel is free (the old planner) falls short.
+    """
+    g, c = l08.synthetic_units(6, 1.0, ratio, slow_unit=2, slow_factor=slow_factor)
+    x = torch.randn(3, UNEQUAL[0])
+    short = 0
+    for depth in range(6):
+        r = run(F.forward_on_rank, l08.reference_forward, UNEQUAL, x, depth, True, (g, c), world_size=2,
+                timeout=30)[0]
+        assert len(set(r["unit_bytes"])) == 6 and r["leftover"] == 0
+        sched = l08.prefetch_schedule(g, c, depth)
+        measured = r["shard_bytes"] + r["peak_bytes"]
+        assert l08.peak_live_bytes(sched, r["unit_bytes"], [0] * 6, r["shard_bytes"]) == measured
+        old = l08.peak_live_bytes(l08.channel_free_schedule(sched), r["unit_bytes"], [0] * 6, r["shard_bytes"])
+        short += old < measured
+        # the modelled clock replays the schedule: issue, landing (wait return), compute start and end
+        events = {(e, u): t for e, u, t in r["trace"]}
+        for v, (i, f, s, e) in enumerate(sched):
+            assert events["issue_call", v] == pytest.approx(i) and events["compute_end", v] == pytest.approx(e)
+            assert events["compute_start", v] == pytest.approx(s)
+            assert events["wait_return", v] == pytest.approx(max(f, sched[v - 1][3] if v else 0.0))
+        assert l08.blocked_waiting_s(r["trace"]) == pytest.approx(l08.exposed_communication(sched, c))
+    assert short > 0
+
+
+def _issue_before_free(units, x, depth):
+    handles = {v: units[v].issue_gather() for v in range(min(depth + 1, len(units)))}
+    for k, unit in enumerate(units):
+        handles.pop(k).wait()
+        x = unit.module(x)
+        if k + depth + 1 < len(units):
+            handles[k + depth + 1] = units[k + depth + 1].issue_gather()
+        unit.free()
+    return x
+
+
+def test_forward_check_measures_a_transient_extra_unit() -> None:
+    out = run(F.forward_on_rank, _issue_before_free, (6, 10, 8, 8, 3), torch.randn(2, 6), 1, world_size=2,
+              timeout=30)
+    assert out[0]["materialised"] == [[0, 1], [1, 2], [2, 3], [3]]   # right at every computation ...
+    with pytest.raises(AssertionError, match="free unit k before issuing unit k\\+2"):
+        F.assert_prefetching_forward(out, 1, num_units=4)         # ... but 3 units allocated at once
+
+
+def test_modelled_clock_charges_waits_not_issues() -> None:
+    clock = F.ModelledClock([2.0, 1.0], [1.0, 1.0])
+    clock.issued(0)
+    clock.issued(1)            # queued behind unit 0: lands at 3
+    clock.spend(0.5)
+    clock.waited(0)
+    assert clock.now == 2.0
+    clock.spend(2.0)
+    clock.waited(1)            # landed at 3, long before: no blocking
+    assert clock.now == 4.0
+    assert l08.blocked_waiting_s(clock.trace) == pytest.approx(1.5)
+    assert [e for e, _, _ in clock.trace[:2]] == ["issue_call", "issue_return"] and clock.trace[1][2] == 0.0
 
 
 def test_prefetch_unit_pads_rows_on_three_ranks() -> None:

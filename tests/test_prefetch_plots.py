@@ -65,9 +65,29 @@ def test_chapter_scenarios() -> None:
     assert slow["depths"][0]["forward_s"] == pytest.approx(sum(slow["gather_s"]) + sum(slow["compute_s"]))
     exposed = [r["exposed_s"] for r in slow["depths"]]
     assert exposed == sorted(exposed, reverse=True)
-    assert slow["max_depth"] == {"250000000": None, "300000000": 0, "400000000": 1, "500000000": 5}
+    # issue 12 item 1: counted from the issue, depths 3..5 need 535/615/695 MB; from a free channel 455 MB
+    assert [r["peak_bytes"] for r in slow["depths"]] == [295e6, 375e6, 455e6, 535e6, 615e6, 695e6]
+    assert slow["channel_free_peak_bytes"] == [295e6, 375e6, 455e6, 455e6, 455e6, 455e6]
+    assert slow["max_depth"] == {"250000000": None, "300000000": 0, "400000000": 1, "500000000": 2}
     assert long["depths"][1]["peak_bytes"] - long["depth_1_peak_from_landing"] == pytest.approx(80e6)
+    for row in slow["depths"]:   # an all-gather moves bytes once issued and the channel is free
+        sched = row["schedule"]
+        starts = [max(sched[v][0], sched[v - 1][1] if v else 0.0) for v in range(len(sched))]
+        assert row["transfers"] == pytest.approx(starts)
     assert pp.chapter_scenario("even") == even   # the stored file is this producer's output
+
+
+def test_measured_forward_allocates_what_the_planner_counts() -> None:
+    measured, slow = pp.chapter_scenario("measured"), pp.chapter_scenario("slow")
+    assert len(measured["depths"]) == 6 and len(set(measured["unit_bytes"])) == 1
+    for row, model in zip(measured["depths"], slow["depths"]):
+        d = row["depth"]
+        assert row["measured_bytes"] == row["planned_bytes"] == measured["shard_bytes"] + (d + 1) * measured["unit_bytes"][0]
+        assert row["materialised"][0] == list(range(d + 1))           # all d + 1 buffers live while unit 0 computes
+        assert row["issue_s"] == pytest.approx([r[0] for r in model["schedule"]])   # the clock agrees with I_v
+        assert row["blocked_s"] == pytest.approx(model["exposed_s"])
+        assert row["forward_s"] == pytest.approx(model["forward_s"])
+        assert (row["channel_free_bytes"] < row["measured_bytes"]) == (d >= 3)
 
 
 def test_explorer_grid_matches_the_references() -> None:
@@ -97,8 +117,8 @@ def test_timeline_boxes_follow_the_schedule() -> None:
         assert f"exposed communication {row['exposed_s'] * 1e3:.3g} ms" in ax.get_title(loc="left")
         assert [t.get_text() for t in ax.get_yticklabels()] == ["all-gather", "compute"]
         boxes = _boxes(ax)
-        for i, f, s, e in row["schedule"]:
-            assert (pytest.approx(i * 1e3), pytest.approx(f * 1e3), pytest.approx(-0.3)) in boxes
+        for (i, f, s, e), t in zip(row["schedule"], row["transfers"]):   # the channel carries [transfer, landed)
+            assert (pytest.approx(t * 1e3), pytest.approx(f * 1e3), pytest.approx(-0.3)) in boxes
             assert (pytest.approx(s * 1e3), pytest.approx(e * 1e3), pytest.approx(0.7)) in boxes
         assert len(boxes) == 2 * len(row["schedule"]) + len(row["gaps"])
     assert fig.axes[-1].get_xlabel() and fig.axes[0].get_shared_x_axes().joined(fig.axes[0], fig.axes[1])
@@ -114,7 +134,7 @@ def test_live_memory_figure_marks_peak_and_budget() -> None:
     assert titles == ["depth 0: peak 295 MB, within the budget", "depth 1: peak 375 MB, within the budget",
                       "depth 2: peak 455 MB, OVER the budget"]
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert "landing buffers (issued, not landed)" in legend and "budget 400 MB" in legend
+    assert "landing buffers (issued, not landed; queued or in transfer)" in legend and "budget 400 MB" in legend
     assert fig.axes[0].get_ylabel() == "live bytes" and fig.axes[-1].get_xlabel()
     renders(fig)
     renders(pp.plot_live_memory(pp.chapter_scenario("long"), 1))
@@ -165,7 +185,7 @@ def test_explorer_update_changes_the_output() -> None:
         box.controls["depth"].value = 3
         assert box.last_result["gather_s"][3] == pytest.approx(3e-3) and not box.last_result["fits"]
         box.controls["budget_mb"].value = 600
-        assert box.last_result["fits"] and box.last_result["max_depth"] == 5
+        assert box.last_result["fits"] and box.last_result["max_depth"] == 3   # peaks (d + 1) x 100 MB + 195 MB
         box.controls["num_units"].value = 4            # depth and slow unit sliders follow the unit count
         assert box.controls["depth"].max == 3 and box.last_result["num_units"] == 4
         assert list(box.controls["slow_unit"].options) == [-1, 0, 1, 2, 3] and box.last_result["depth"] <= 3

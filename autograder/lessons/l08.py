@@ -1,22 +1,25 @@
 """Lesson 08, prefetching: references, hidden checks and the chapter's stored results.
 
-FULL_SHARD forward over units ``0..U-1`` with prefetch depth ``d``:
+FULL_SHARD forward over units ``0..U-1`` with prefetch depth ``d``, in the program order of
+:func:`reference_forward` (before unit ``k`` computes, the all-gathers of units ``k..k+d`` are
+issued; after it computes, unit ``k`` is freed):
 
-* the all-gathers share one channel and run one at a time, in unit order; the all-gather of
-  unit ``v`` is **issued** (its landing buffer allocated) at
-  ``I_v = max(F_{v-1}, E_{v-d-1})``: after the previous all-gather has landed and once unit
-  ``v-d-1`` has finished computing and been freed (so at most ``d + 1`` units are
-  materialised), with ``F_{-1} = E_{k<0} = 0``;
-* it **lands** (its wait can complete) at ``F_v = I_v + gather_s[v]``;
+* the all-gather of unit ``v`` is **issued** (its landing buffer allocated and the collective
+  enqueued) at ``I_v = E_{v-d-1}``, the moment unit ``v-d-1`` has finished computing and been
+  freed (``E_k = 0`` for ``k < 0``: units ``0..d`` are issued at the start), so at most ``d + 1``
+  units are materialised;
+* the all-gathers share one channel and run one at a time, in unit order: unit ``v``'s transfer
+  starts at ``max(I_v, F_{v-1})`` (it may wait in the queue) and **lands** (its wait can
+  complete) at ``F_v = max(I_v, F_{v-1}) + gather_s[v]``, with ``F_{-1} = 0``;
 * unit ``v`` computes from ``S_v = max(E_{v-1}, F_v)`` to ``E_v = S_v + compute_s[v]`` and
   is freed at ``E_v``.
 
 Memory on one rank: the shards of every unit always, unit ``v``'s full parameters from
-``I_v`` to ``E_v`` (the landing buffer exists from the moment its transfer starts), and unit
-``v``'s activations from ``S_v`` to the end of forward (backward needs them). Times are
-seconds, sizes bytes. The gloo driver and the student-side check of the prefetching forward
-live in :mod:`helpers.prefetch`; the checks here pass a student's values through
-:mod:`autograder.plain` first.
+``I_v`` to ``E_v`` (the landing buffer exists from the moment its all-gather is issued, also
+while it waits for the channel), and unit ``v``'s activations from ``S_v`` to the end of
+forward (backward needs them). Times are seconds, sizes bytes. The gloo driver and the
+student-side check of the prefetching forward live in :mod:`helpers.prefetch`; the checks here
+pass a student's values through :mod:`autograder.plain` first.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import torch
 
 from autograder.plain import number, plain
 from helpers import prefetch
+from helpers.cluster import run
 from helpers.checks import rounded
 
 Schedule = list[tuple[float, float, float, float]]  # (issue, landed, compute start, compute end) per unit
@@ -39,13 +43,21 @@ def prefetch_schedule(gather_s: Sequence[float], compute_s: Sequence[float], dep
     """``(I_v, F_v, S_v, E_v)`` for every unit; see the module docstring."""
     out: Schedule = []
     for v in range(len(gather_s)):
-        previous_landed = out[v - 1][1] if v > 0 else 0.0
-        freed = out[v - depth - 1][3] if v - depth - 1 >= 0 else 0.0
-        issue = max(previous_landed, freed)
-        landed = issue + gather_s[v]
+        issue = out[v - depth - 1][3] if v - depth - 1 >= 0 else 0.0
+        landed = max(issue, out[v - 1][1] if v > 0 else 0.0) + gather_s[v]
         start = max(out[v - 1][3] if v > 0 else 0.0, landed)
         out.append((issue, landed, start, start + compute_s[v]))
     return out
+
+
+def transfer_starts(schedule: Schedule) -> list[float]:
+    """When each all-gather starts moving bytes: ``max(I_v, F_{v-1})``, once the channel is free."""
+    return [max(issue, schedule[v - 1][1] if v > 0 else 0.0) for v, (issue, _, _, _) in enumerate(schedule)]
+
+
+def channel_free_schedule(schedule: Schedule) -> Schedule:
+    """``schedule`` with each buffer allocated only when its transfer starts: the mistaken planner's view."""
+    return [(t, f, s, e) for t, (_, f, s, e) in zip(transfer_starts(schedule), schedule)]
 
 
 def peak_live_bytes(schedule: Schedule, unit_bytes: Sequence[float], activation_bytes: Sequence[float],
@@ -127,10 +139,14 @@ def assert_schedule(fn: Callable[..., Schedule], cases: Sequence[tuple[Sequence[
         got = plain(fn(list(gather_s), list(compute_s), depth), call)
         if not _matches(got, exp):
             hint = ""
-            unlimited = prefetch_schedule(gather_s, compute_s, len(gather_s))
-            if depth < len(gather_s) - 1 and _matches(got, unlimited, columns=1):
-                hint = (f" The all-gathers were issued as soon as the channel was free: depth {depth} allows one only "
-                        f"once unit v-{depth}-1 has been freed (at most {depth + 1} materialised units).")
+            if _matches(got, channel_free_schedule(exp)):
+                hint = (" That issues each all-gather only once the channel is free. The forward issues it, and "
+                        f"allocates its landing buffer, as soon as unit v-{depth}-1 has been freed (I_v = "
+                        f"E_(v-{depth}-1)); it then waits in the queue until the previous all-gather has landed.")
+            elif depth < len(gather_s) - 1 and _matches(got, prefetch_schedule(gather_s, compute_s, len(gather_s)),
+                                                      columns=1):
+                hint = (f" Every all-gather was issued at the start: depth {depth} allows one only once unit "
+                        f"v-{depth}-1 has been freed (at most {depth + 1} materialised units).")
             raise AssertionError(f"{call} returned {rounded(got, 6)!r:.300}, expected {rounded(exp, 6)}.{hint}")
 
 
@@ -144,7 +160,12 @@ def assert_peak(fn: Callable[..., float], cases: Sequence[tuple]) -> None:
         if not _close(got, exp):
             hint = ""
             late = peak_live_bytes([(f, f, st, e) for (_, f, st, e) in sched], unit_bytes, act, shards)
-            if _close(got, late) and not _close(late, exp):
+            queued = peak_live_bytes(channel_free_schedule(sched), unit_bytes, act, shards)
+            if _close(got, queued) and not _close(queued, exp):
+                hint = (" That counts a unit's buffer only from when the channel is free for its transfer (or "
+                        "later): the buffer is allocated when the all-gather is issued (I_v), also while it waits "
+                        "in the queue.")
+            elif _close(got, late) and not _close(late, exp):
                 hint = (" That counts a unit's buffer only once its all-gather landed: the landing buffer is "
                         "allocated when the all-gather is issued.")
             elif got < exp and _close(got, shards + max(unit_bytes)):
@@ -164,6 +185,10 @@ def assert_exposed(fn: Callable[..., float], cases: Sequence[tuple[Sequence[floa
             raise AssertionError(f"{call} returned {got!r}, expected {exp:g} s.")
 
 
+def _deepest_within(peaks: Sequence[float], budget_bytes: float) -> int | None:
+    return max((d for d, peak in enumerate(peaks) if peak <= budget_bytes), default=None)
+
+
 def assert_max_depth(fn: Callable[..., int | None], cases: Sequence[tuple]) -> None:
     """``fn`` equals :func:`max_prefetch_depth` on every case."""
     for case in cases:
@@ -172,10 +197,15 @@ def assert_max_depth(fn: Callable[..., int | None], cases: Sequence[tuple]) -> N
         got = plain(fn(*[list(c) if isinstance(c, (list, tuple)) else c for c in case]),
                     f"max_prefetch_depth with budget {budget:g}")
         if type(got) is not type(exp) or got != exp:
-            peaks = [peak_live_bytes(prefetch_schedule(gather_s, compute_s, d), unit_bytes, act, shards)
-                     for d in range(len(gather_s))]
+            scheds = [prefetch_schedule(gather_s, compute_s, d) for d in range(len(gather_s))]
+            peaks = [peak_live_bytes(s, unit_bytes, act, shards) for s in scheds]
+            queued = [peak_live_bytes(channel_free_schedule(s), unit_bytes, act, shards) for s in scheds]
+            hint = ""
+            if got == _deepest_within(queued, budget) and got is not None:
+                hint = (f" Depth {got} fits only if landing buffers are counted from when the channel is free; "
+                        f"counted from the issue, when the forward allocates them, its peak is {peaks[got]:g}.")
             raise AssertionError(f"max_prefetch_depth with budget {budget:g} returned {got!r}, expected {exp!r} "
-                                 f"(peak per depth: {[round(p) for p in peaks]}).")
+                                 f"(peak per depth: {[round(p) for p in peaks]}).{hint}")
 
 
 def _total(trace: Sequence[tuple[str, int, float]], first: str, second: str) -> float:
@@ -279,11 +309,13 @@ def live_memory_curve(schedule: Schedule, unit_bytes: Sequence[float], activatio
 
 def depth_rows(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: Sequence[float],
                activation_bytes: Sequence[float], shard_bytes: float, curves: bool) -> list[dict[str, Any]]:
-    """For every depth ``0..U-1``: the schedule, its gaps, forward and exposed seconds, peak bytes (and the curve)."""
+    """For every depth ``0..U-1``: the schedule, transfer starts, gaps, forward and exposed seconds, peak bytes (and the
+    curve)."""
     rows = []
     for depth in range(len(gather_s)):
         sched = prefetch_schedule(gather_s, compute_s, depth)
         row = {"depth": depth, "schedule": [[_r(t) for t in r] for r in sched],
+               "transfers": [_r(t) for t in transfer_starts(sched)],
                "gaps": [[_r(a), _r(b)] for a, b in exposed_gaps(sched)], "forward_s": _r(sched[-1][3]),
                "exposed_s": _r(exposed_communication(sched, compute_s)),
                "peak_bytes": _r(peak_live_bytes(sched, unit_bytes, activation_bytes, shard_bytes))}
@@ -306,17 +338,54 @@ def scenario(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: 
 
 CHAPTER_UNIT_BYTES, CHAPTER_ACT_BYTES, CHAPTER_SHARD_BYTES = [100e6] * 6, [20e6] * 6, 75e6
 CHAPTER_BUDGETS = (250e6, 300e6, 400e6, 500e6)
+MEASURED_WIDTHS, MEASURED_WORLD_SIZE = (256,) * 7, 2
+
+
+def _measure_depths(gather_s: Sequence[float], compute_s: Sequence[float]) -> list[dict[str, Any]]:
+    """On gloo ranks: :func:`reference_forward` over :data:`MEASURED_WIDTHS` at every depth, with a storage meter and
+    a modelled clock (``gather_s``, ``compute_s``); rank 0's record."""
+    x = torch.randn(4, MEASURED_WIDTHS[0], generator=torch.Generator().manual_seed(0))
+    return [run(prefetch.forward_on_rank, reference_forward, MEASURED_WIDTHS, x, depth, True, (gather_s, compute_s),
+                world_size=MEASURED_WORLD_SIZE, timeout=60)[0] for depth in range(len(MEASURED_WIDTHS) - 1)]
+
+
+def measured_forward(gather_s: Sequence[float], compute_s: Sequence[float]) -> dict[str, Any]:
+    """The reference forward's allocations measured at every depth, against the planner on the same unit sizes.
+
+    Per depth: ``measured_bytes`` (shards + the peak of full-parameter bytes the meter read from the
+    storages), ``planned_bytes`` (:func:`peak_live_bytes` with the measured unit and shard bytes, no
+    activations: the forward runs under ``no_grad``), ``channel_free_bytes`` (the same with buffers
+    counted from when the channel is free), ``materialised`` (units live while each unit computed),
+    and from the modelled clock ``issue_s`` (per unit) and ``blocked_s`` (time inside ``wait()``).
+    """
+    rows = []
+    for depth, r in enumerate(_measure_depths(gather_s, compute_s)):
+        sched, zeros = prefetch_schedule(gather_s, compute_s, depth), [0.0] * len(gather_s)
+        issue = {u: t for e, u, t in r["trace"] if e == "issue_call"}
+        rows.append({"depth": depth, "measured_bytes": r["shard_bytes"] + r["peak_bytes"],
+                     "planned_bytes": _r(peak_live_bytes(sched, r["unit_bytes"], zeros, r["shard_bytes"])),
+                     "channel_free_bytes": _r(peak_live_bytes(channel_free_schedule(sched), r["unit_bytes"], zeros,
+                                                              r["shard_bytes"])),
+                     "materialised": r["materialised"], "issue_s": [_r(issue[u]) for u in sorted(issue)],
+                     "blocked_s": _r(blocked_waiting_s(r["trace"])), "forward_s": _r(r["trace"][-1][2])})
+    return {"widths": list(MEASURED_WIDTHS), "world_size": MEASURED_WORLD_SIZE, "unit_bytes": r["unit_bytes"],
+            "shard_bytes": r["shard_bytes"], "depths": rows}
 
 
 def chapter_results() -> dict[str, Any]:
-    """Chapter 08's three examples: even units, unit 2's all-gather 5x slower, all-gathers 1.5x the compute."""
+    """Chapter 08's examples: even units, unit 2's all-gather 5x slower (with the old planner's peaks and the
+    measured forward), all-gathers 1.5x the compute."""
     sizes = (CHAPTER_UNIT_BYTES, CHAPTER_ACT_BYTES, CHAPTER_SHARD_BYTES, CHAPTER_BUDGETS)
     long = synthetic_units(6, 1.0, 1.5)
     sched = prefetch_schedule(*long, 1)
     from_landing = peak_live_bytes([(f, f, s, e) for _, f, s, e in sched], *sizes[:3])
+    slow = synthetic_units(6, 1.0, 0.6, slow_unit=2, slow_factor=5)
+    channel_free = [_r(peak_live_bytes(channel_free_schedule(prefetch_schedule(*slow, d)), *sizes[:3]))
+                    for d in range(len(slow[0]))]
     return {"even": scenario(*synthetic_units(6, 1.0, 0.6), *sizes),
-            "slow": scenario(*synthetic_units(6, 1.0, 0.6, slow_unit=2, slow_factor=5), *sizes),
-            "long": scenario(*long, *sizes) | {"depth_1_peak_from_landing": _r(from_landing)}}
+            "slow": scenario(*slow, *sizes) | {"channel_free_peak_bytes": channel_free},
+            "long": scenario(*long, *sizes) | {"depth_1_peak_from_landing": _r(from_landing)},
+            "measured": measured_forward(*slow)}
 
 
 EXPLORER_UNITS = (4, 6, 8)

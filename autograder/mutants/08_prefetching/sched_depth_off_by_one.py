@@ -6,9 +6,8 @@ def prefetch_schedule(gather_s: list[float], compute_s: list[float], depth: int)
     schedule = []
     for v in range(len(gather_s)):
         previous_landed = schedule[v - 1][1] if v > 0 else 0.0
-        freed = schedule[v - depth][3] if v - depth >= 0 and depth > 0 else (schedule[v - 1][3] if v > 0 else 0.0)
-        issue = max(previous_landed, freed)
-        landed = issue + gather_s[v]
+        issue = schedule[v - depth][3] if v - depth >= 0 and depth > 0 else (schedule[v - 1][3] if v > 0 else 0.0)
+        landed = max(issue, previous_landed) + gather_s[v]
         start = max(schedule[v - 1][3] if v > 0 else 0.0, landed)
         schedule.append((issue, landed, start, start + compute_s[v]))
     return schedule
