@@ -166,13 +166,14 @@ def snapshot(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Ten
 
 def single_process_run(problem: Problem | None = None, capture: Capture = snapshot, *,
                        dtype: torch.dtype = torch.float64, grad_scale: float = 1.0, clipped: bool = True,
-                       resume_step: int = RESUME_STEP, lr: float = LR) -> list[Any]:
+                       resume_step: int = RESUME_STEP, lr: float = LR, autocast_bf16: bool = False) -> list[Any]:
     """One process, full batch, with knobs; one captured value per step.
 
     ``grad_scale`` multiplies every gradient after backward (``N`` = summing over ``N`` ranks
     instead of averaging); ``clipped=False`` skips global-norm clipping (``clip_coef`` 1);
     ``resume_step=0`` starts Adam fresh instead of from the checkpointed moments; ``dtype``
-    is the dtype of the model and the data. The defaults are :func:`reference_run`.
+    is the dtype of the model and the data; ``autocast_bf16`` runs the forward under bfloat16
+    autocast (weights, optimizer and loss stay in ``dtype``). The defaults are :func:`reference_run`.
     """
     problem = problem or make_problem()
     model = build_model(problem, dtype)
@@ -180,7 +181,9 @@ def single_process_run(problem: Problem | None = None, capture: Capture = snapsh
     captured = []
     for x, y, mask in problem.batches:
         optimizer.zero_grad(set_to_none=True)
-        loss = masked_mse(model(x.to(dtype)), y.to(dtype), mask, mask.sum().item() * OUT_FEATURES)
+        with _autocast(torch.bfloat16 if autocast_bf16 else dtype):
+            out = model(x.to(dtype))
+        loss = masked_mse(out.to(dtype), y.to(dtype), mask, mask.sum().item() * OUT_FEATURES)
         loss.backward()
         for p in model.parameters():
             p.grad.mul_(grad_scale)
@@ -195,22 +198,67 @@ def reference_run(problem: Problem | None = None, capture: Capture = snapshot) -
     return single_process_run(problem, capture)
 
 
+def calibration_run(problem: Problem | None = None, dtype: torch.dtype = torch.float32,
+                    capture: Capture = snapshot) -> list[Any]:
+    """A known-correct run at the precision ``dtype``: one process, full batch, float32 weights
+    (under bfloat16 autocast when ``dtype`` is ``torch.bfloat16``); one capture per step.
+
+    Its distance from :func:`reference_run` is what correct rounding at that precision costs.
+    """
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"calibration runs exist for float32 and bfloat16, not {dtype}")
+    return single_process_run(problem, capture, dtype=torch.float32, autocast_bf16=dtype == torch.bfloat16)
+
+
 # --------------------------------------------------------------------------- the zoo (on gloo ranks)
 
+
+@dataclass(frozen=True)
+class Member:
+    """One zoo run: the precision it computes in, its bug (``None``: correct) and the knobs that make it."""
+
+    dtype: torch.dtype                   # float32, or bfloat16 = float32 weights under bfloat16 autocast
+    bug: str | None = None
+    zero1: bool = False                  # ZeroRedundancyOptimizer instead of a replicated Adam
+    grad_scale_by_world: bool = False    # gradients summed over ranks
+    resume_offset: int = 0               # Adam's step counter resumed this much too high
+    moments_through: torch.dtype | None = None  # the checkpoint stored the moments in this dtype
+    clip_before_average: bool = False    # each rank clips its own local gradient, then ranks average
+    count_padding: bool = False          # padding rows counted as valid
+    denominator_factor: float = 1.0      # the loss denominator multiplied by this
+
+
 ZOO = {
-    # name: (compute dtype whose tolerances apply, what is wrong with it or None)
-    "ddp_fp32": (torch.float32, None),
-    "zero1_fp32": (torch.float32, None),
-    "ddp_bf16_autocast": (torch.bfloat16, None),
-    "grad_sum_not_mean": (torch.float32, "gradients summed over ranks, not averaged: clipping hides it "
-                                         "everywhere but in the clip coefficient"),
-    "resume_step_off_by_one": (torch.float32, "Adam's step counter resumed one too high: only the step differs"),
-    "moments_resumed_in_bf16": (torch.float32, "Adam's moments checkpointed in bfloat16: only the moments differ"),
-    "clip_local_norm": (torch.float32, "each rank clips with its own local norm"),
-    "mask_counts_padding": (torch.float32, "padding rows counted as valid"),
-    "loss_denominator_one_percent_off": (torch.float32, "a 1% wrong loss denominator: fp32-visible, "
-                                                        "inside a bf16 tolerance"),
+    "ddp_fp32": Member(torch.float32),
+    "zero1_fp32": Member(torch.float32, zero1=True),
+    "ddp_bf16_autocast": Member(torch.bfloat16),
+    "zero1_bf16_autocast": Member(torch.bfloat16, zero1=True),
+    "grad_sum_not_mean": Member(torch.float32, "gradients summed over ranks, not averaged: clipping hides it "
+                                               "everywhere but in the clip coefficient", grad_scale_by_world=True),
+    "resume_step_off_by_one": Member(torch.float32, "Adam's step counter resumed one too high: only the step "
+                                                    "differs", resume_offset=1),
+    "moments_resumed_in_bf16": Member(torch.float32, "Adam's moments checkpointed in bfloat16: only the moments "
+                                                     "differ", moments_through=torch.bfloat16),
+    "clip_local_norm": Member(torch.float32, "each rank clips its own local gradient by its local norm, "
+                                             "before the ranks average", clip_before_average=True),
+    "mask_counts_padding": Member(torch.float32, "padding rows counted as valid", count_padding=True),
+    "loss_denominator_one_percent_off": Member(torch.float32, "a loss denominator 1% too large",
+                                               denominator_factor=1.01),
+    "bf16_moments_resumed_in_bf16": Member(torch.bfloat16, "under bf16 autocast, Adam's moments checkpointed "
+                                                           "in bfloat16", moments_through=torch.bfloat16),
+    "bf16_clip_local_norm": Member(torch.bfloat16, "under bf16 autocast, each rank clips its own local "
+                                                   "gradient before the ranks average", clip_before_average=True),
+    "bf16_denominator_one_percent_off": Member(torch.bfloat16, "under bf16 autocast, a loss denominator 1% too "
+                                                               "large", denominator_factor=1.01),
+    "bf16_denominator_twenty_percent_off": Member(torch.bfloat16, "under bf16 autocast, a loss denominator 20% "
+                                                                  "too large", denominator_factor=1.2),
 }
+"""The zoo: ``{name: Member}``; ``ZOO[name].dtype`` is the precision whose calibration applies."""
+
+
+def _autocast(dtype: torch.dtype) -> Any:
+    """bfloat16 autocast on the CPU for a bfloat16 run, nothing for a float32 (or float64) one."""
+    return torch.autocast("cpu", dtype=torch.bfloat16) if dtype == torch.bfloat16 else nullcontext()
 
 
 def zoo_run(name: str, problem: Problem, capture: Capture = snapshot) -> list[Any] | None:
@@ -219,50 +267,51 @@ def zoo_run(name: str, problem: Problem, capture: Capture = snapshot) -> list[An
 
     from helpers.optim_sharding import zero_optimizer_class
 
+    member = ZOO[name]
     rank, world = dist.get_rank(), dist.get_world_size()
     model = build_model(problem, torch.float32)
     ddp = DDP(model)
-    zero = name.startswith("zero1")
-    if zero:
+    if member.zero1:
         opt = zero_optimizer_class()(model.parameters(), optimizer_class=torch.optim.Adam, lr=LR, betas=BETAS, eps=EPS)
         resume(opt.optim, model, problem)
     else:
-        opt = build_adam(model, problem, RESUME_STEP + (name == "resume_step_off_by_one"),
-                         stored_as=torch.bfloat16 if name == "moments_resumed_in_bf16" else None)
+        opt = build_adam(model, problem, RESUME_STEP + member.resume_offset, stored_as=member.moments_through)
     per_rank = ROWS // world
     rows = slice(rank * per_rank, (rank + 1) * per_rank)
     captured = []
     for x, y, mask in problem.batches:
-        used_mask = torch.ones_like(mask) if name == "mask_counts_padding" else mask
-        denominator = used_mask.sum().item() * OUT_FEATURES / world  # DDP averages: scale by N
-        if name == "loss_denominator_one_percent_off":
-            denominator *= 1.01
+        used_mask = torch.ones_like(mask) if member.count_padding else mask
+        denominator = used_mask.sum().item() * OUT_FEATURES / world * member.denominator_factor  # DDP averages
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16) if name == "ddp_bf16_autocast" else nullcontext():
-            out = ddp(x[rows])
-        loss = masked_mse(out.float(), y[rows], used_mask[rows], denominator)
-        loss.backward()
-        if name == "grad_sum_not_mean":
+        with ddp.no_sync() if member.clip_before_average else nullcontext():
+            with _autocast(member.dtype):
+                out = ddp(x[rows])
+            loss = masked_mse(out.float(), y[rows], used_mask[rows], denominator)
+            loss.backward()
+        if member.grad_scale_by_world:
             for p in model.parameters():
                 p.grad.mul_(world)
-        coef = _clip_local(model) if name == "clip_local_norm" else clip(model)
+        coef = _clip_then_average(model) if member.clip_before_average else clip(model)
         opt.step()
         global_loss = loss.detach().clone()
         dist.all_reduce(global_loss)
         global_loss /= world
-        whole = _consolidated(opt, model) if zero else opt
+        whole = _consolidated(opt, model) if member.zero1 else opt
         if rank == 0:
             captured.append(capture(model, whole, global_loss, coef, used_mask))
     return captured if rank == 0 else None
 
 
-def _clip_local(model: nn.Module, max_norm: float = MAX_NORM) -> torch.Tensor:
-    """Bug: clip with this rank's norm of the *local* share (grads already averaged by DDP)."""
-    local = torch.stack([p.grad.norm() for p in model.parameters()]).norm() * dist.get_world_size() ** 0.5
-    coef = torch.clamp(max_norm / (local + 1e-6), max=1.0)
+def _clip_then_average(model: nn.Module, max_norm: float = MAX_NORM) -> torch.Tensor:
+    """Bug: clip this rank's local (not yet averaged) gradient by its own norm, then average over the ranks.
+
+    Returns this rank's coefficient (float64, 0-dim).
+    """
+    coef = clip(model, max_norm)
     for p in model.parameters():
-        p.grad.mul_(coef)
-    return coef.double()
+        dist.all_reduce(p.grad)
+        p.grad.div_(dist.get_world_size())
+    return coef
 
 
 def _consolidated(opt: Any, model: nn.Module) -> torch.optim.Adam | None:
@@ -283,5 +332,5 @@ def run_zoo(problem: Problem | None = None, names: Sequence[str] | None = None, 
     problem = problem or make_problem()
     out = {}
     for name in names or ZOO:
-        out[name] = (ZOO[name][0], run(lambda: zoo_run(name, problem, capture), world_size=2, timeout=60)[0])
+        out[name] = (ZOO[name].dtype, run(lambda: zoo_run(name, problem, capture), world_size=2, timeout=60)[0])
     return out

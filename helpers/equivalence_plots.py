@@ -3,13 +3,14 @@
 An **update state** is a flat ``dict[str, Tensor]`` per optimizer step with the keys
 ``loss``, ``clip_coef``, ``mask``, ``grad/<name>``, ``param/<name>``, ``exp_avg/<name>``,
 ``exp_avg_sq/<name>``, ``step/<name>``. The course's checker judges a run against the float64
-reference with a relative 2-norm tolerance of 64 machine epsilons ("ulps") of the run's
-dtype. Its verdicts, and the errors it measured, are computed on the instructor side and
+reference with a relative 2-norm tolerance per key, calibrated on a known-correct run at the
+run's precision (``SAFETY`` times that run's worst error, never below float32's epsilon). Its verdicts, and the errors it measured, are computed on the instructor side and
 stored with the course (:mod:`helpers.stored`); the functions here only draw them:
 
 * ``load("09_zoo")``: per zoo run and step, each key's relative 2-norm error, its
   **tolerance ratio** ``||c - r||_2 / (tolerance * ||r||_2 + 1e-12)`` (below 1 passes),
-  the keys the checker rejects, and the smallest tolerance at which each key passes;
+  the keys the checker rejects, the calibrated tolerances, and the smallest safety factor at
+  which each key passes;
 * ``load("09_zoo_verdicts")``: the checker's first divergence on every zoo run;
 * ``load("09_checker_verdicts")``: the verdicts of plausible but wrong checkers;
 * ``load("09_adam_scale_invariance")``: differences a gradient scale leaves in each family.
@@ -34,7 +35,7 @@ from helpers.plots import _COLORS
 
 __all__ = [
     "FAMILIES",
-    "BUDGET_ULPS",
+    "SAFETY",
     "key_family",
     "ordered_keys",
     "dtype_name",
@@ -50,8 +51,8 @@ __all__ = [
     "equivalence_explorer",
 ]
 
-BUDGET_ULPS = 64
-"""The course's tolerance budget, in machine epsilons of the run's dtype."""
+SAFETY = 4.0
+"""The course's safety factor: a tolerance is this many times the calibration run's error."""
 
 _RATIO_MIN, _RATIO_MAX = 1e-4, 1e4
 _FAIL = _WRONG = "#d62728"
@@ -200,7 +201,8 @@ def plot_adam_scale_invariance(data: Mapping[str, Any]) -> Figure:
     2-norm difference per key family after 3 float64 steps, one value per scale. Left: a
     fresh Adam without clipping (the moments scale by ``s`` and ``s**2``, the parameters
     barely move). Right: the course's resumed Adam with global-norm clipping (only the clip
-    coefficient, ``~1/s``, shows the scale). A horizontal line marks the float32 tolerance.
+    coefficient, ``~1/s``, shows the scale). A horizontal line marks the tightest float32
+    tolerance a calibration gives (4 float32 epsilons).
     """
     scales, families, setups = data["scales"], data["families"], data["setups"]
     if not scales or not setups:
@@ -217,7 +219,7 @@ def plot_adam_scale_invariance(data: Mapping[str, Any]) -> Figure:
                     color=_COLORS[k % len(_COLORS)], label=fam, linestyle="-" if strong else "--",
                     linewidth=2.2 if strong else 1.2, markersize=7 if fam == "grad" else 5)
         ax.axhline(fp32_tol, color="black", linewidth=1, linestyle=":")
-        ax.text(scales[0], fp32_tol * 2.5, f"float32 tolerance {fp32_tol:.1g}", fontsize=7)
+        ax.text(scales[0], fp32_tol * 2.5, f"tightest float32 tolerance {fp32_tol:.2g}", fontsize=7)
         ax.axhline(floor, color="0.6", linewidth=0.8)
         ax.text(scales[0], floor * 3, "identical (difference 0)", fontsize=7, color="0.35")
         ax.set_xscale("log", base=2)
@@ -231,12 +233,12 @@ def plot_adam_scale_invariance(data: Mapping[str, Any]) -> Figure:
     return fig
 
 
-def plot_cancellation(result: Mapping[str, Any], ulps: float = BUDGET_ULPS) -> Figure:
+def plot_cancellation(result: Mapping[str, Any], ulps: float = 64) -> Figure:
     """Elementwise relative error (in ulps of the dtype) against the cancellation factor.
 
     ``result`` is :func:`layernorm_cancellation`'s dict. Lines: ``error = kappa`` ulps (the
-    rounding of the inputs times the cancellation), the tolerance, and the relative 2-norm
-    error of the whole tensor.
+    rounding of the inputs times the cancellation), an elementwise bound of ``ulps``, and the
+    relative 2-norm error of the whole tensor.
     """
     kappa, err, eps = result["kappa"], result["elementwise"] / result["eps"], result["eps"]
     if kappa.numel() != err.numel() or kappa.numel() == 0:
@@ -251,7 +253,7 @@ def plot_cancellation(result: Mapping[str, Any], ulps: float = BUDGET_ULPS) -> F
                                                                       f"({int(over.sum())} of {err.numel()})")
     xs = [1.0, float(kappa.max()) * 1.5]
     ax.plot(xs, xs, color="0.3", linestyle=":", label="error = κ ulps (input rounding × cancellation)")
-    ax.axhline(ulps, color="black", linewidth=1.2, label=f"tolerance {ulps:g} ulps")
+    ax.axhline(ulps, color="black", linewidth=1.2, label=f"elementwise bound {ulps:g} ulps")
     norm_ulps = max(result["norm_error"] / eps, floor)
     ax.axhline(norm_ulps, color=_COLORS[2], linestyle="--", linewidth=1.5,
                label=f"relative 2-norm error of the tensor: {result['norm_error'] / eps:.2g} ulps")
@@ -269,7 +271,7 @@ def plot_cancellation(result: Mapping[str, Any], ulps: float = BUDGET_ULPS) -> F
 def plot_divergence_heatmap(zoo: Mapping[str, Any], *, step: int = 0, title: str | None = None) -> Figure:
     """Rows: zoo runs; columns: key families; colour: worst tolerance ratio at ``step`` (log, 1 = tolerance).
 
-    ``zoo`` is ``load("09_zoo")``: each run judged at 64 ulps of its own dtype, exact
+    ``zoo`` is ``load("09_zoo")``: each run judged at the tolerances calibrated at its own precision, exact
     families (steps, mask) shown as ``=`` / ``≠``. The right panel gives two verdicts at that
     step, a checker that compares only the loss and the course's checker of the whole update
     state, drawn red when wrong (a broken run passed or a correct run failed). ``title``
@@ -329,8 +331,8 @@ def plot_divergence_heatmap(zoo: Mapping[str, Any], *, step: int = 0, title: str
     for spine in side.spines.values():
         spine.set_visible(False)
     nb = len(broken)
-    ax.set_title(f"worst tolerance ratio per key family at step {step} ({BUDGET_ULPS} ulps of the run's dtype)",
-                 fontsize=9)
+    ax.set_title(f"worst tolerance ratio per key family at step {step} (tolerances calibrated at the run's "
+                 f"precision)", fontsize=9)
     fig.suptitle(title or (f"A loss-only checker flags {caught_loss} of {nb} broken runs at step {step}; "
                            f"the update state flags {caught_full} of {nb}"), fontsize=11)
     fig.last_ratios = {n: dict(zip(families, r)) for n, r in zip(names, ratios)}
@@ -340,19 +342,23 @@ def plot_divergence_heatmap(zoo: Mapping[str, Any], *, step: int = 0, title: str
 def plot_error_vs_tolerance(zoo: Mapping[str, Any], runs: Sequence[str],
                             dtypes: Sequence[str] = ("float32", "bfloat16"), *, step: int | None = None,
                             title: str | None = None) -> Figure:
-    """Measured relative 2-norm error of every key, by family, against the tolerance of each dtype.
+    """Measured relative 2-norm error of every key, by family, against each key's calibrated tolerance.
 
     ``zoo`` is ``load("09_zoo")``, ``runs`` the zoo runs to draw. ``step=None`` takes each
     key's worst error over the steps. One dot per key and run; bit-identical keys sit on the
-    floor line. Horizontal lines are the tolerances (64 ulps) of each of ``dtypes``.
+    floor line. Horizontal dashes are each key's tolerance calibrated at each of ``dtypes``;
+    dotted lines the former fixed budget, 64 machine epsilons of that dtype.
     """
     if not runs:
         raise ValueError("no runs")
     keys, families = zoo["keys"], zoo["families"]
     floor = 1e-12
-    fig = Figure(figsize=(9.5, 4.2), layout="constrained")
+    fig = Figure(figsize=(9.5, 4.4), layout="constrained")
     ax = fig.add_subplot()
-    width = 0.7 / len(runs)
+
+    def x_of(j: int, q: int, n: int, r: float, runs_here: int) -> float:
+        return j - 0.35 + 0.7 / runs_here * (r + 0.5) + (q - (n - 1) / 2) * 0.7 / runs_here * 0.6 / n
+
     top = floor
     for r, name in enumerate(runs):
         errors = zoo["runs"][name]["errors"]
@@ -362,17 +368,26 @@ def plot_error_vs_tolerance(zoo: Mapping[str, Any], runs: Sequence[str],
             columns = [i for i, k in enumerate(keys) if key_family(k) == fam]
             for q, i in enumerate(columns):
                 err = max(_value(errors[s][i]) for s in steps)
-                xs.append(j - 0.35 + width * (r + 0.5) + (q - (len(columns) - 1) / 2) * width * 0.6 / len(columns))
+                xs.append(x_of(j, q, len(columns), r, len(runs)))
                 ys.append(min(max(err, floor), 1e3))
         top = max(top, max(ys))
         ax.scatter(xs, ys, s=22, color=_RUN_COLORS[r % len(_RUN_COLORS)], alpha=0.85,
                    label=name, zorder=3, marker="osD^v"[r % 5])
-    styles = ["-", "--", "-.", ":"]
+    shades = ["black", "0.55", "0.3", "0.75"]
     for k, dtype in enumerate(dtypes):
-        tol = zoo["tolerance"][dtype]
-        ax.axhline(tol, color="black", linestyle=styles[k % len(styles)], linewidth=1.3,
-                   label=f"tolerance for {dtype}: {BUDGET_ULPS}·eps = {tol:.2g}")
-        top = max(top, tol)
+        tolerances = zoo["tolerances"][dtype]
+        xs, ys = [], []
+        for j, fam in enumerate(families):
+            columns = [key for key in keys if key_family(key) == fam and key in tolerances]
+            for q, key in enumerate(columns):
+                xs.append(x_of(j, q, len(columns), 0.5 * (len(runs) - 1), len(runs)))
+                ys.append(tolerances[key])
+        ax.scatter(xs, ys, marker="_", s=260, linewidths=2.2, color=shades[k % len(shades)], zorder=2,
+                   label=f"tolerance calibrated at {dtype} (one dash per key)")
+        old = zoo["old_tolerance"][dtype]
+        ax.axhline(old, color=shades[k % len(shades)], linestyle=":", linewidth=1.1,
+                   label=f"former fixed budget for {dtype}: 64·eps = {old:.2g}")
+        top = max(top, max(ys), old)
     ax.axhline(floor, color="0.6", linewidth=0.8)
     ax.text(len(families) - 0.5, floor * 2, "bit-identical", ha="right", fontsize=7, color="0.35")
     ax.set_yscale("log")
@@ -383,8 +398,8 @@ def plot_error_vs_tolerance(zoo: Mapping[str, Any], runs: Sequence[str],
     ax.set_xlabel("key family (one dot per tensor)")
     where = "\n(worst over the steps)" if step is None else f"\n(step {step})"
     ax.set_ylabel("relative error ‖c − r‖₂ / ‖r‖₂" + where)
-    ax.set_title(title or "Measured error against the tolerance of each dtype: no single line separates "
-                          "correct runs from broken ones", fontsize=10)
+    ax.set_title(title or "Measured error against each key's calibrated tolerance: a correct run's error depends "
+                          "on the precision and on the key", fontsize=10)
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize=8, ncol=3)
     return fig
 
@@ -429,25 +444,26 @@ def plot_checker_verdicts(data: Mapping[str, Any], title: str | None = None) -> 
     return fig
 
 
-def _failing(zoo: Mapping[str, Any], run: str, dtype: str, ulps: int) -> list[list[str]]:
-    """Per step, the keys that fail at ``ulps`` of ``dtype``: a lookup in the stored explorer grid."""
-    notch = zoo["ulps"].index(ulps)
+def _failing(zoo: Mapping[str, Any], run: str, dtype: str, factor: float) -> list[list[str]]:
+    """Per step, the keys that fail at ``factor`` times ``dtype``'s calibration: a lookup in the stored grid."""
+    notch = zoo["factors"].index(factor)
     keys = zoo["keys"]
     return [[k for k, passes in zip(keys, row) if passes is None or passes > notch]
             for row in zoo["runs"][run]["passes_from"][dtype]]
 
 
-def plot_key_grid(zoo: Mapping[str, Any], run: str, dtype: str, ulps: int = BUDGET_ULPS,
+def plot_key_grid(zoo: Mapping[str, Any], run: str, dtype: str, factor: float = SAFETY,
                   title: str | None = None) -> Figure:
-    """Rows: steps; columns: every key; colour: the tolerance (ulps of ``dtype``) the key needs; ``✗``: fails at ``ulps``.
+    """Rows: steps; columns: every key; colour: the safety factor the key needs with ``dtype``'s calibration;
+    ``✗``: fails at ``factor``.
 
-    ``zoo`` is ``load("09_zoo")``; ``ulps`` must be one of ``zoo["ulps"]`` (1, 2, 4, ..., 4096).
+    ``zoo`` is ``load("09_zoo")``; ``factor`` must be one of ``zoo["factors"]`` (1/4, 1/2, 1, ..., 1024).
     """
-    if ulps not in zoo["ulps"]:
-        raise ValueError(f"ulps must be one of {zoo['ulps']}, got {ulps}")
-    keys, notches = zoo["keys"], zoo["ulps"]
+    if factor not in zoo["factors"]:
+        raise ValueError(f"factor must be one of {zoo['factors']}, got {factor}")
+    keys, notches = zoo["keys"], zoo["factors"]
     needed = zoo["runs"][run]["passes_from"][dtype]
-    failing = _failing(zoo, run, dtype, ulps)
+    failing = _failing(zoo, run, dtype, factor)
     never = len(notches)
     fig = Figure(figsize=(max(6.0, 0.26 * len(keys) + 2.5), 1.0 + 0.42 * len(needed) + 1.6), layout="constrained")
     ax = fig.add_subplot()
@@ -472,68 +488,66 @@ def plot_key_grid(zoo: Mapping[str, Any], run: str, dtype: str, ulps: int = BUDG
     ax.set_xlabel("key of the update state")
     ax.set_ylabel("optimizer step")
     total = sum(len(row) for row in failing)
-    ax.set_title(title or f"{ulps:g} ulps of {dtype} (rtol {ulps * zoo['tolerance'][dtype] / BUDGET_ULPS:.2g}): "
-                          f"{total} of {len(keys) * len(needed)} key-steps fail", fontsize=10)
+    ax.set_title(title or f"{factor:g} × the {dtype} calibration: {total} of {len(keys) * len(needed)} key-steps fail",
+                 fontsize=10)
     bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.04, aspect=25, ticks=range(0, never + 1, 2))
-    bar.ax.set_yticklabels([f"{notches[i]}" if i < never else "never" for i in range(0, never + 1, 2)])
-    bar.set_label(f"tolerance the key needs (ulps of {dtype})")
-    bar.ax.axhline(notches.index(ulps) + 0.5, color="white", linewidth=2)
+    bar.ax.set_yticklabels([f"{notches[i]:g}" if i < never else "never" for i in range(0, never + 1, 2)])
+    bar.set_label(f"safety factor the key needs ({dtype} calibration)")
+    bar.ax.axhline(notches.index(factor) + 0.5, color="white", linewidth=2)
     return fig
 
 
 # --------------------------------------------------------------------------- explorer
 
-_EXPLORER_DTYPES = ("float64", "float32", "bfloat16", "float16")
-
-
-def equivalence_explorer(zoo: Mapping[str, Any], run: str | None = None, ulps: int = BUDGET_ULPS,
+def equivalence_explorer(zoo: Mapping[str, Any], run: str | None = None, factor: float = SAFETY,
                          dtype: str | None = None):
-    """Pick a zoo run, a tolerance (ulps, log slider 1..4096) and a dtype; see which keys fail per step.
+    """Pick a zoo run, a safety factor (log slider 1/4..1024) and a calibration precision; see which keys fail.
 
     ``zoo`` is ``load("09_zoo")``: every verdict shown is looked up in it. ``dtype=None``
-    starts at the chosen run's own dtype. Returns an ``ipywidgets.VBox`` with ``update()``
-    (redraws, returns the numbers), ``controls`` (``run``, ``ulps``, ``dtype``), ``summary``
+    starts at the chosen run's own precision. Returns an ``ipywidgets.VBox`` with ``update()``
+    (redraws, returns the numbers), ``controls`` (``run``, ``factor``, ``dtype``), ``summary``
     (the HTML lines) and ``last_result``.
     """
     import ipywidgets as W
     from IPython.display import Image, display
 
-    runs, names = zoo["runs"], zoo["names"]
+    runs, names, factors = zoo["runs"], zoo["names"], zoo["factors"]
     run = run or names[0]
     if run not in runs:
         raise ValueError(f"unknown run {run!r}; runs: {names}")
     style, layout = {"description_width": "150px"}, W.Layout(width="520px")
     common = {"style": style, "layout": layout}
     run_box = W.Dropdown(options=names, value=run, description="run", **common)
-    ulps_slider = W.FloatLogSlider(value=ulps, base=2, min=0, max=len(zoo["ulps"]) - 1, step=1,
-                                   description="tolerance (ulps)", readout_format=".0f", continuous_update=False,
-                                   **common)
-    dtype_box = W.Dropdown(options=list(_EXPLORER_DTYPES), value=dtype or runs[run]["dtype"],
-                           description="tolerance dtype", **common)
+    factor_slider = W.FloatLogSlider(value=factor, base=2, min=math.log2(factors[0]), max=math.log2(factors[-1]),
+                                     step=1, description="safety factor", readout_format=".3g",
+                                     continuous_update=False, **common)
+    dtype_box = W.Dropdown(options=list(zoo["precisions"]), value=dtype or runs[run]["dtype"],
+                           description="calibrated at", **common)
     summary, out = W.HTML(), W.Output()
 
     def update(*_: Any) -> dict[str, Any]:
-        name, u, d = run_box.value, int(round(ulps_slider.value)), dtype_box.value
+        name, d = run_box.value, dtype_box.value
+        f = min(factors, key=lambda v: abs(math.log2(v) - math.log2(factor_slider.value)))
         stored = runs[name]
-        failing = _failing(zoo, name, d, u)
+        failing = _failing(zoo, name, d, f)
         first = next(((s, keys) for s, keys in enumerate(failing) if keys), None)
         loss_fails = any("loss" in keys for keys in failing)
         course = next((s for s, keys in enumerate(stored["failing"]) if keys), None)
         broken = bool(stored["bug"])
-        result = {"run": name, "run_dtype": stored["dtype"], "dtype": d, "ulps": u,
-                  "rtol": u * zoo["tolerance"][d] / BUDGET_ULPS, "failing": failing, "first_divergence": first,
-                  "loss_only_fails": loss_fails, "course_verdict": course, "broken": broken}
+        result = {"run": name, "run_dtype": stored["dtype"], "dtype": d, "factor": f, "failing": failing,
+                  "first_divergence": first, "loss_only_fails": loss_fails, "course_verdict": course,
+                  "broken": broken}
         verdict = ("<b style='color:#2ca02c'>passes</b>" if first is None else
                    f"<b style='color:#d62728'>fails</b> first at step {first[0]}: {summarize_keys(first[1])}")
         right = (first is not None) == broken
         summary.value = (
             f"<b>{name}</b> (computes in {stored['dtype']}): {stored['bug'] or 'a correct run'}<br>"
-            f"with {u} ulps of {d} (rtol {result['rtol']:.3g}) the update-state check {verdict}"
+            f"at {f:g} × the {d} calibration run's error the update-state check {verdict}"
             + (" ✓ right verdict" if right else " ✗ <b>wrong verdict</b>") + "<br>"
             f"a loss-only check at this tolerance would {'fail' if loss_fails else 'pass'} it · the course's "
-            f"checker ({BUDGET_ULPS} ulps of {stored['dtype']}) "
+            f"checker ({SAFETY:g} × the {stored['dtype']} calibration) "
             + ("passes it" if course is None else f"fails it at step {course}"))
-        fig = plot_key_grid(zoo, name, d, u, title=f"{name}: {u} ulps of {d} (rtol {result['rtol']:.2g})")
+        fig = plot_key_grid(zoo, name, d, f, title=f"{name}: {f:g} × the {d} calibration")
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=80)  # a PNG needs no matplotlib backend in the kernel
         with out:
@@ -542,10 +556,10 @@ def equivalence_explorer(zoo: Mapping[str, Any], run: str | None = None, ulps: i
         box.last_result = result
         return result
 
-    controls = {"run": run_box, "ulps": ulps_slider, "dtype": dtype_box}
+    controls = {"run": run_box, "factor": factor_slider, "dtype": dtype_box}
     for w in controls.values():
         w.observe(update, names="value")
-    box = W.VBox([run_box, ulps_slider, dtype_box, summary, out])
+    box = W.VBox([run_box, factor_slider, dtype_box, summary, out])
     box.controls = controls
     box.summary = summary
     box.update = update

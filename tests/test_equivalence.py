@@ -12,8 +12,9 @@ from autograder.lessons import l09 as R
 from helpers import equivalence as E
 from helpers.stored import load
 
-# The key families that differ at the first diverging step (always step 0) of each broken run:
-# what each bug is documented to disturb. Runs not listed are correct.
+# The key families that differ at the first diverging step (always step 0) of each broken run,
+# judged with the tolerances of its own precision: what each bug is documented to disturb.
+# Runs not listed are correct.
 BROKEN = {
     "grad_sum_not_mean": {"clip_coef"},
     "resume_step_off_by_one": {"step"},
@@ -21,12 +22,22 @@ BROKEN = {
     "clip_local_norm": {"clip_coef", "grad", "exp_avg", "exp_avg_sq", "param"},
     "mask_counts_padding": {"loss", "mask", "clip_coef", "grad", "exp_avg", "exp_avg_sq"},
     "loss_denominator_one_percent_off": {"loss", "clip_coef"},
+    "bf16_moments_resumed_in_bf16": {"exp_avg_sq"},
+    "bf16_clip_local_norm": {"clip_coef", "grad", "exp_avg", "exp_avg_sq", "param"},
+    "bf16_denominator_one_percent_off": {"loss"},
+    "bf16_denominator_twenty_percent_off": {"loss", "clip_coef"},
 }
+BF16_BUGS = {name for name in BROKEN if name.startswith("bf16_")}
 
 
 @pytest.fixture(scope="module")
 def reference() -> list[R.State]:
     return R.reference_run()
+
+
+@pytest.fixture(scope="module")
+def tolerances(reference) -> dict:
+    return R.precision_tolerances(reference=reference)
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +92,10 @@ def test_zoo_snapshots_and_the_capture_hook() -> None:
 # --------------------------------------------------------------------------- the reference checker
 
 
-def test_zoo_runs_are_what_they_claim(reference, zoo) -> None:
-    assert set(zoo) == set(E.ZOO)
+def test_zoo_runs_are_what_they_claim(reference, tolerances, zoo) -> None:
+    assert set(zoo) == set(E.ZOO) and {n for n, m in E.ZOO.items() if m.bug} == set(BROKEN)
     for name, (dtype, states) in zoo.items():
-        verdict = R.first_divergence(reference, states, dtype)
+        verdict = R.first_divergence(reference, states, tolerances[dtype])
         if name in BROKEN:
             assert verdict is not None and verdict[0] == 0, name
             assert BROKEN[name] <= _families(verdict[1]), (name, verdict)
@@ -92,29 +103,68 @@ def test_zoo_runs_are_what_they_claim(reference, zoo) -> None:
             assert verdict is None, (name, verdict)
 
 
-def test_bf16_run_is_correct_only_as_a_bf16_run(reference, zoo) -> None:
-    states = zoo["ddp_bf16_autocast"][1]
-    assert R.first_divergence(reference, states, torch.bfloat16) is None
-    step, keys = R.first_divergence(reference, states, torch.float32)
-    assert step == 0 and {"grad", "loss"} <= _families(keys)
+def test_bf16_run_is_correct_only_as_a_bf16_run(reference, tolerances, zoo) -> None:
+    for name in ("ddp_bf16_autocast", "zero1_bf16_autocast"):
+        states = zoo[name][1]
+        assert R.first_divergence(reference, states, tolerances[torch.bfloat16]) is None
+        step, keys = R.first_divergence(reference, states, tolerances[torch.float32])
+        assert step == 0 and {"grad", "loss"} <= _families(keys)
 
 
-def test_a_loss_only_check_misses_most_broken_runs(reference, zoo) -> None:
+def test_bf16_bugs_pass_the_old_budget_and_fail_the_calibrated_one(reference, tolerances, zoo) -> None:
+    """Issue 12 item 2: 64 eps of bfloat16 (0.5) passes every bf16 bug; the calibrated tolerances catch each."""
+    for name in BF16_BUGS | {"ddp_bf16_autocast"}:
+        states = zoo[name][1]
+        old = R.first_divergence(reference, states, R._ulps(reference[0], torch.bfloat16))
+        assert old is None, (name, old)
+        assert (R.first_divergence(reference, states, tolerances[torch.bfloat16]) is None) == (name not in BROKEN)
+
+
+def test_safety_factor_has_margin_on_both_sides(reference, tolerances, zoo) -> None:
+    """Correct runs use at most half the tolerance; every bug but the step counter exceeds it twice over."""
+    def worst(name: str) -> float:
+        dtype, states = zoo[name]
+        return max(R.tolerance_ratio(k, r[k], c[k], tolerances[dtype]) for r, c in zip(reference, states)
+                   for k in tolerances[dtype])
+
+    assert max(worst(n) for n in E.ZOO if n not in BROKEN) < 0.5
+    assert min(worst(n) for n in BROKEN if n != "resume_step_off_by_one") > 2
+
+
+def test_clip_local_norm_clips_by_each_ranks_local_norm() -> None:
+    """Rank 0's coefficient is max_norm / its own local gradient's norm (not a global or averaged norm)."""
+    problem = E.make_problem()
+    state = R.run_zoo(problem, ["clip_local_norm"])["clip_local_norm"][1][0]
+    model = E.build_model(problem, torch.float32)
+    x, y, mask = problem.batches[0]
+    half = E.ROWS // 2
+    E.masked_mse(model(x[:half]), y[:half], mask[:half], mask.sum().item() * E.OUT_FEATURES / 2).backward()
+    local = torch.stack([p.grad.norm() for p in model.parameters()]).norm()
+    assert state["clip_coef"].item() == pytest.approx(min(1.0, E.MAX_NORM / (local.item() + 1e-6)), rel=1e-6)
+
+
+def test_a_loss_only_check_misses_most_broken_runs(reference, tolerances, zoo) -> None:
     def loss_differs(name: str, steps: slice) -> bool:
-        pairs = list(zip(reference, zoo[name][1]))[steps]
-        return any(not R.tensors_match(r["loss"], c["loss"], R.tolerance(torch.float32)) for r, c in pairs)
+        dtype, states = zoo[name]
+        pairs = list(zip(reference, states))[steps]
+        return any(not R.tensors_match(r["loss"], c["loss"], tolerances[dtype]["loss"]) for r, c in pairs)
 
-    assert sorted(n for n in BROKEN if loss_differs(n, slice(0, 1))) == ["loss_denominator_one_percent_off",
-                                                                         "mask_counts_padding"]
-    # Clipping by a local norm reaches the loss one step later, through the parameters.
-    assert sorted(n for n in BROKEN if loss_differs(n, slice(None))) == [
-        "clip_local_norm", "loss_denominator_one_percent_off", "mask_counts_padding"]
+    at_step_0 = {"loss_denominator_one_percent_off", "mask_counts_padding", "bf16_denominator_one_percent_off",
+                 "bf16_denominator_twenty_percent_off"}
+    assert {n for n in BROKEN if loss_differs(n, slice(0, 1))} == at_step_0
+    # Clipping by a local norm reaches the float32 loss one step later, through the parameters.
+    assert {n for n in BROKEN if loss_differs(n, slice(None))} == at_step_0 | {"clip_local_norm"}
 
 
-def test_tolerance_and_norm_wise_matching() -> None:
-    assert R.tolerance(torch.float32) == 64 * 2**-23
-    assert R.tolerance(torch.bfloat16) == 64 * 2**-7
-    assert R.tolerance(torch.float32, ulps=1) == 2**-23
+def test_calibration_and_norm_wise_matching() -> None:
+    eps32, f64 = torch.finfo(torch.float32).eps, torch.float64
+    ref = [{"loss": torch.tensor(2.0, dtype=f64), "mask": torch.tensor([True]), "grad/w": torch.tensor([3.0, 4.0]),
+            "step/w": torch.tensor(1.0 + s)} for s in range(2)]
+    cal = [{**ref[0], "grad/w": torch.tensor([3.0, 4.05])}, {**ref[1], "grad/w": torch.tensor([3.0, 4.10])}]
+    tol = R.calibrate_tolerances(ref, cal)
+    assert set(tol) == {"loss", "grad/w"} and tol["loss"] == R.SAFETY * eps32
+    assert tol["grad/w"] == pytest.approx(R.SAFETY * 0.02)
+    assert R.precision_tolerances()[torch.bfloat16]["loss"] < 0.01 < R.OLD_ULPS * 2**-7
     r = torch.tensor([1.0, -1.0, 1e-6])
     c = r.clone()
     c[2] = 2e-6                                      # the tiny element doubles; the tensor barely moves
@@ -123,8 +173,8 @@ def test_tolerance_and_norm_wise_matching() -> None:
     assert not R.tensors_match(r, r[:2], 1.0)
     assert R.tensors_match(torch.tensor([True, False]), torch.tensor([True, False]), 0.0)
     state = {"step/w": torch.tensor(1000.0, dtype=torch.float64), "grad/w": torch.tensor([3.0, 4.0])}
-    assert R.compare_update_states(state, {**state, "step/w": state["step/w"] + 1}, torch.bfloat16) == ["step/w"]
-    assert R.compare_update_states(state, {"step/w": state["step/w"]}, torch.float32) == ["grad/w"]
+    assert R.compare_update_states(state, {**state, "step/w": state["step/w"] + 1}, {"grad/w": 0.5}) == ["step/w"]
+    assert R.compare_update_states(state, {"step/w": state["step/w"]}, {"grad/w": 0.5}) == ["grad/w"]
 
 
 def test_capture_reference_reads_the_live_model() -> None:
@@ -147,7 +197,7 @@ def test_capture_reference_reads_the_live_model() -> None:
 
 def test_checks_accept_the_references() -> None:
     R.assert_capture(R.capture_update_state)
-    R.assert_tolerance(R.tolerance)
+    R.assert_calibrate(R.calibrate_tolerances, R.calibration_cases())
     R.assert_compare(R.compare_update_states, R.synthetic_cases())
     R.assert_first_divergence(R.first_divergence)
 
@@ -176,61 +226,77 @@ class _Fake(list):
 def test_checks_name_the_mistakes() -> None:
     with pytest.raises(AssertionError, match="float64"):
         R.assert_capture(_aliasing_capture)
-    with pytest.raises(AssertionError, match="One tolerance for every dtype"):
-        R.assert_tolerance(lambda dtype: 1e-5)
-    with pytest.raises(AssertionError, match="float8"):
-        R.assert_tolerance(lambda dtype: load("09_zoo")["tolerance"].get(str(dtype).removeprefix("torch."), 0.0))
-    loss_only = lambda r, c, d: [] if R.tensors_match(r["loss"], c["loss"], R.tolerance(d)) else ["loss"]  # noqa: E731
+    cases = R.calibration_cases()
+    with pytest.raises(AssertionError, match="worst relative 2-norm error"):
+        R.assert_calibrate(lambda r, c: {k: 1e-5 for k in R.calibrate_tolerances(r, c)}, cases)
+    with pytest.raises(AssertionError, match="step/ counters and bool tensors"):
+        R.assert_calibrate(lambda r, c: {**R.calibrate_tolerances(r, c), "mask": 0.0}, cases)
+    stored = load("09_zoo")["tolerances"]["bfloat16"]
+    with pytest.raises(AssertionError, match="float32 calibration run"):
+        R.assert_calibrate(lambda r, c: {k: float(v) for k, v in stored.items()}, cases)
+    loss_only = lambda r, c, t: [] if R.tensors_match(r["loss"], c["loss"], t["loss"]) else ["loss"]  # noqa: E731
     with pytest.raises(AssertionError, match="were not flagged"):
         R.assert_compare(loss_only, R.synthetic_cases())
+    loosest = lambda r, c, t: R.compare_update_states(r, c, {k: max(t.values()) for k in t})  # noqa: E731
+    with pytest.raises(AssertionError, match="moments rounded to bfloat16, bfloat16 run"):
+        R.assert_compare(loosest, R.synthetic_cases())
 
 
 def test_checks_see_through_fake_values() -> None:
+    with pytest.raises(AssertionError, match="expected plain data"):
+        R.assert_calibrate(lambda r, c: {k: _Always(v) for k, v in R.calibrate_tolerances(r, c).items()},
+                           R.calibration_cases()[:1])
     with pytest.raises(AssertionError, match="Python float"):
-        R.assert_tolerance(lambda dtype: _Always(0.0))
+        R.assert_calibrate(lambda r, c: {k: torch.tensor(v) for k, v in R.calibrate_tolerances(r, c).items()},
+                           R.calibration_cases()[:1])
     with pytest.raises(AssertionError, match="expected plain data"):
         R.assert_compare(lambda r, c, d: _Fake(), R.synthetic_cases()[:1])
     with pytest.raises(AssertionError, match="first_divergence"):
         R.assert_first_divergence(lambda r, c, d: (0, _Fake()))
 
 
-def test_checks_hand_out_copies(reference, zoo) -> None:
+def test_checks_hand_out_copies(reference, tolerances, zoo) -> None:
     def vandal(reference_steps, candidate_steps, dtype):
         """Right on a correct run, and overwrites the run so that the next verdict is 'equivalent' too."""
         for ref, cand in zip(reference_steps, candidate_steps):
             cand.update(ref)
         return None
 
-    with pytest.raises(AssertionError, match="checked as torch.float32"):
-        R.assert_zoo(vandal, {"ddp_bf16_autocast": zoo["ddp_bf16_autocast"]}, reference, also_as=torch.float32)
+    with pytest.raises(AssertionError, match="checked with float32 tolerances"):
+        R.assert_zoo(vandal, {"ddp_bf16_autocast": zoo["ddp_bf16_autocast"]}, reference, tolerances,
+                     also_as=torch.float32)
 
 
-def test_zoo_check_explains_the_bug(reference, zoo) -> None:
-    never = lambda reference_steps, candidate_steps, dtype: None  # noqa: E731
+def test_zoo_check_explains_the_bug(reference, tolerances, zoo) -> None:
+    never = lambda reference_steps, candidate_steps, tol: None  # noqa: E731
     with pytest.raises(AssertionError, match="summed over ranks"):
-        R.assert_zoo(never, {"grad_sum_not_mean": zoo["grad_sum_not_mean"]}, reference)
-    R.assert_zoo(R.first_divergence, zoo, reference, also_as=torch.float32)
+        R.assert_zoo(never, {"grad_sum_not_mean": zoo["grad_sum_not_mean"]}, reference, tolerances)
+    with pytest.raises(AssertionError, match="1% too"):
+        R.assert_zoo(never, {"bf16_denominator_one_percent_off": zoo["bf16_denominator_one_percent_off"]}, reference,
+                     tolerances)
+    R.assert_zoo(R.first_divergence, zoo, reference, tolerances, also_as=torch.float32)
 
 
 # --------------------------------------------------------------------------- stored results
 
 
-def test_stored_results_agree_with_the_reference_checker(reference, zoo) -> None:
+def test_stored_results_agree_with_the_reference_checker(reference, tolerances, zoo) -> None:
     stored, verdicts, shortcuts = load("09_zoo"), load("09_zoo_verdicts"), load("09_checker_verdicts")
     assert stored["names"] == verdicts["names"] == shortcuts["names"] == list(E.ZOO)
-    assert stored["ulps"] == [2 ** k for k in range(13)] and len(stored["keys"]) == 33
-    own = stored["ulps"].index(64)
+    assert stored["factors"] == [2.0 ** k for k in range(-2, 11)] and len(stored["keys"]) == 33
+    own = stored["factors"].index(R.SAFETY)
     for name, (dtype, states) in zoo.items():
         run = stored["runs"][name]
         dtype_name = str(dtype).removeprefix("torch.")
         for step, (r, c) in enumerate(zip(reference, states)):
-            expected = R.compare_update_states(r, c, dtype)
+            expected = R.compare_update_states(r, c, tolerances[dtype])
             assert run["failing"][step] == expected, (name, step)
             from_grid = [k for k, p in zip(stored["keys"], run["passes_from"][dtype_name][step]) if p is None or p > own]
             assert sorted(from_grid) == expected, (name, step)
             ratios = dict(zip(stored["keys"], run["ratios"][step]))
             assert sorted(k for k, v in ratios.items() if v is None or v > 1) == expected, (name, step)
-        assert verdicts["runs"][name]["as"][dtype_name] == R._as_json(R.first_divergence(reference, states, dtype))
+        assert verdicts["runs"][name]["as"][dtype_name] == R._as_json(
+            R.first_divergence(reference, states, tolerances[dtype]))
         assert shortcuts["verdicts"]["update state (reference)"][name] == (
             None if name not in BROKEN else 0)
     assert set(shortcuts["broken"]) == set(BROKEN)
@@ -240,12 +306,17 @@ def test_stored_shortcut_verdicts_tell_the_chapters_story() -> None:
     verdicts = load("09_checker_verdicts")["verdicts"]
     failed = {checker: {run for run, step in row.items() if step is not None} for checker, row in verdicts.items()}
     correct = set(E.ZOO) - set(BROKEN)
-    assert failed["loss only"] == {"clip_local_norm", "mask_counts_padding", "loss_denominator_one_percent_off"}
-    assert verdicts["loss only"]["clip_local_norm"] == 2
-    assert failed["fixed fp32 tolerance"] == set(BROKEN) | {"ddp_bf16_autocast"}
-    assert failed["fixed bf16 tolerance"] == {"resume_step_off_by_one", "mask_counts_padding"}
-    assert failed["no moments, no step"] == set(BROKEN) - {"resume_step_off_by_one", "moments_resumed_in_bf16"}
+    bf16_correct = {n for n in correct if E.ZOO[n].dtype == torch.bfloat16}
+    assert failed["loss only"] == {"clip_local_norm", "mask_counts_padding", "loss_denominator_one_percent_off",
+                                   "bf16_denominator_one_percent_off", "bf16_denominator_twenty_percent_off"}
+    assert verdicts["loss only"]["clip_local_norm"] == 1
+    assert failed["fixed fp32 tolerance"] == set(BROKEN) | bf16_correct
+    assert failed["64 eps of the run's dtype"] == set(BROKEN) - BF16_BUGS      # the former checker
+    assert failed["no safety factor"] == set(BROKEN) | bf16_correct
+    assert failed["no moments, no step"] == set(BROKEN) - {"resume_step_off_by_one", "moments_resumed_in_bf16",
+                                                           "bf16_moments_resumed_in_bf16"}
     assert failed["elementwise rtol"] == set(BROKEN) | correct
+    assert failed["update state (reference)"] == set(BROKEN)
 
 
 def test_stored_single_process_measurements() -> None:
@@ -254,11 +325,12 @@ def test_stored_single_process_measurements() -> None:
     tol = scale["float32_tolerance"]
     assert max(fresh["param"]) < tol                                           # same parameters, other moments:
     assert fresh["exp_avg_sq"] == pytest.approx([abs(s * s - 1) for s in scale["scales"]], rel=2e-3)
-    assert all(max(v) < tol for k, v in clipped.items() if k != "clip_coef")   # clipping hides the scale ...
+    at_2 = scale["scales"].index(2.0)                                          # the zoo's 2 ranks:
+    assert all(v[at_2] < tol for k, v in clipped.items() if k != "clip_coef")  # clipping hides the scale ...
     assert clipped["clip_coef"] == pytest.approx([abs(1 - 1 / s) for s in scale["scales"]], rel=2e-3)  # ... but here
     drift = load("09_lr_drift")
     assert [run["lr"] for run in drift["runs"]] == [1e-5, 1e-1]
-    assert all(len(run["worst_ratio"]) == drift["steps"] and max(run["worst_ratio"]) < 1 for run in drift["runs"])
+    assert all(len(run["worst_eps"]) == drift["steps"] and max(run["worst_eps"]) < 8 for run in drift["runs"])
 
 
 def test_capture_check_catches_double_without_clone_and_a_kept_mask() -> None:
@@ -277,17 +349,17 @@ def test_capture_check_catches_double_without_clone_and_a_kept_mask() -> None:
 
 
 def test_compare_check_names_nan_and_inexact_step_counters() -> None:
-    def greater(r, c, d):
+    def greater(r, c, t):
         return sorted(k for k in r if k not in c or r[k].shape != c[k].shape or (
-            not torch.equal(r[k], c[k].to(r[k].dtype)) if R._exact(k) or r[k].dtype == torch.bool
-            else bool((c[k].double() - r[k].double()).norm() > R.tolerance(d) * r[k].double().norm() + 1e-12)))
+            not torch.equal(r[k], c[k].to(r[k].dtype)) if R._exact(k, r[k])
+            else bool((c[k].double() - r[k].double()).norm() > t[k] * r[k].double().norm() + 1e-12)))
 
     with pytest.raises(AssertionError, match="NaN or inf"):
         R.assert_compare(greater, R.synthetic_cases())
 
-    def allclose_steps(r, c, d):
-        return [k for k in R.compare_update_states(r, c, d)
-                if not (R._exact(k) and torch.allclose(r[k], c[k].double()))]
+    def allclose_steps(r, c, t):
+        return [k for k in R.compare_update_states(r, c, t)
+                if not (k.startswith("step/") and torch.allclose(r[k], c[k].double()))]
 
     with pytest.raises(AssertionError, match="Step counters compare exactly"):
         R.assert_compare(allclose_steps, R.synthetic_cases())

@@ -20,7 +20,8 @@ from helpers import equivalence_plots as ep
 from helpers.stored import load
 
 BROKEN = {"grad_sum_not_mean", "resume_step_off_by_one", "moments_resumed_in_bf16", "clip_local_norm",
-          "mask_counts_padding", "loss_denominator_one_percent_off"}
+          "mask_counts_padding", "loss_denominator_one_percent_off", "bf16_moments_resumed_in_bf16",
+          "bf16_clip_local_norm", "bf16_denominator_one_percent_off", "bf16_denominator_twenty_percent_off"}
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +72,14 @@ def test_divergence_heatmap(zoo) -> None:
     labels = [t.get_text() for t in heat.get_yticklabels()]
     assert labels[0] == "ddp_fp32 [fp32]" and labels[2] == "ddp_bf16_autocast [bf16]"
     assert heat.images[0].norm.vmin < 1 < heat.images[0].norm.vmax
-    assert "flags 2 of 6 broken runs" in fig._suptitle.get_text() and "6 of 6" in fig._suptitle.get_text()
+    assert "flags 4 of 10 broken runs" in fig._suptitle.get_text() and "10 of 10" in fig._suptitle.get_text()
     texts = [t.get_text() for t in heat.texts]
     assert len(texts) == len(zoo["names"]) * len(ep.FAMILIES)
     row = zoo["names"].index("resume_step_off_by_one")
     assert texts[ep.FAMILIES.index("step") + row * len(ep.FAMILIES)] == "≠"
     assert fig.last_ratios["grad_sum_not_mean"]["clip_coef"] > 1 > fig.last_ratios["grad_sum_not_mean"]["grad"]
     side_texts = [t.get_text() for t in side.texts]
-    assert side_texts.count("FAIL") == 2 + 6                        # loss only: 2; update state: 6
+    assert side_texts.count("FAIL") == 4 + 10                       # loss only: 4; update state: 10
     renders(fig)
     later = ep.plot_divergence_heatmap(zoo, step=2, title="custom")
     assert later._suptitle.get_text() == "custom"
@@ -94,12 +95,13 @@ def test_error_vs_tolerance(zoo) -> None:
     labelled(ax)
     assert ax.get_yscale() == "log"
     assert [t.get_text() for t in ax.get_xticklabels()] == list(ep.FAMILIES)
-    tolerances = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() in ("-", "--")
-                        and line.get_color() == "black")
-    assert tolerances == pytest.approx(sorted([64 * 2**-23, 64 * 2**-7]))
+    old = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":")
+    assert old == pytest.approx(sorted([64 * 2**-23, 64 * 2**-7]))
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend[:3] == pick and any("bfloat16" in t for t in legend)
-    assert sum(len(c.get_offsets()) for c in ax.collections) == 3 * len(zoo["keys"])
+    assert legend[:3] == pick and any("calibrated at bfloat16" in t for t in legend)
+    calibrated = len(zoo["tolerances"]["float32"])
+    assert calibrated == len(zoo["keys"]) - 7                       # no tolerance for the mask and 6 step counters
+    assert sum(len(c.get_offsets()) for c in ax.collections) == 3 * len(zoo["keys"]) + 2 * calibrated
     renders(fig)
     renders(ep.plot_error_vs_tolerance(zoo, ["ddp_fp32"], dtypes=("float32",), step=0))
     with pytest.raises(ValueError):
@@ -128,7 +130,7 @@ def test_cancellation_figure() -> None:
     labelled(ax)
     assert ax.get_xscale() == ax.get_yscale() == "log"
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any(t.startswith("relative 2-norm error") for t in legend) and "tolerance 64 ulps" in legend
+    assert any(t.startswith("relative 2-norm error") for t in legend) and "elementwise bound 64 ulps" in legend
     renders(fig)
 
 
@@ -138,11 +140,12 @@ def test_checker_verdicts_figure() -> None:
     ax = fig.axes[0]
     labelled(ax)
     assert fig.wrong_counts["update state (reference)"] == 0
-    assert fig.wrong_counts["loss only"] == 3 and fig.wrong_counts["fixed fp32 tolerance"] == 1
-    assert fig.wrong_counts["elementwise rtol"] == 3                  # fails every correct run
+    assert fig.wrong_counts["loss only"] == 5 and fig.wrong_counts["fixed fp32 tolerance"] == 2
+    assert fig.wrong_counts["64 eps of the run's dtype"] == 4         # the four bfloat16 bugs pass
+    assert fig.wrong_counts["elementwise rtol"] == 4                  # fails every correct run
     assert [t.get_text() for t in ax.get_xticklabels()] == data["names"]
     assert len(ax.texts) == len(data["names"]) * len(data["checkers"])
-    assert "FAIL@2" in [t.get_text() for t in ax.texts]             # loss only sees local clipping at step 2
+    assert "FAIL@1" in [t.get_text() for t in ax.texts]             # loss only sees local clipping at step 1
     renders(fig)
     with pytest.raises(ValueError):
         ep.plot_checker_verdicts({**data, "checkers": []})
@@ -159,19 +162,19 @@ def test_key_grid(zoo) -> None:
     assert f"{len(crosses)} of 99 key-steps fail" in ax.get_title()
     assert all(k.startswith("exp_avg") for k in failing[0])
     renders(fig)
-    def crosses_at(ulps: int) -> int:
-        return sum(t.get_text() == "✗" for t in ep.plot_key_grid(zoo, "ddp_bf16_autocast", "float32", ulps).axes[0].texts)
+    def crosses_at(factor: float) -> int:
+        return sum(t.get_text() == "✗" for t in ep.plot_key_grid(zoo, "ddp_bf16_autocast", "float32", factor).axes[0].texts)
 
-    assert crosses_at(4096) < crosses_at(64)                  # a wider tolerance passes more keys
+    assert crosses_at(1024.0) < crosses_at(4.0)              # a wider tolerance passes more keys
     with pytest.raises(ValueError):
-        ep.plot_key_grid(zoo, "ddp_fp32", "float32", 63)
+        ep.plot_key_grid(zoo, "ddp_fp32", "float32", 3.0)
 
 
 def test_explorer_update_changes_the_output(zoo) -> None:
     with contextlib.redirect_stdout(io.StringIO()):  # Output widgets print outside a kernel
         box = ep.equivalence_explorer(zoo, run="ddp_bf16_autocast")
         first = dict(box.last_result)
-        assert first["dtype"] == "bfloat16" and first["ulps"] == 64 and first["first_divergence"] is None
+        assert first["dtype"] == "bfloat16" and first["factor"] == 4.0 and first["first_divergence"] is None
         assert first["course_verdict"] is None and not first["loss_only_fails"] and not first["broken"]
         summary = box.summary.value
         assert "passes" in summary and "right verdict" in summary
@@ -179,21 +182,25 @@ def test_explorer_update_changes_the_output(zoo) -> None:
         box.controls["dtype"].value = "float32"                  # bf16 drift judged as fp32
         result = box.last_result
         assert result["first_divergence"][0] == 0 and "loss" in result["failing"][0]
-        assert result["rtol"] == pytest.approx(64 * 2**-23)
         assert box.summary.value != summary and "wrong verdict" in box.summary.value
 
-        box.controls["ulps"].value = 4096
-        assert box.last_result["rtol"] == pytest.approx(4096 * 2**-23)
+        box.controls["factor"].value = 1024
+        assert box.last_result["factor"] == 1024
         assert len(box.last_result["failing"][0]) <= len(result["failing"][0])
+
+        box.controls["run"].value = "bf16_denominator_one_percent_off"
+        box.controls["dtype"].value = "bfloat16"
+        box.controls["factor"].value = 4
+        assert box.last_result["failing"][0] == ["loss"] and box.last_result["broken"]
 
         box.controls["run"].value = "resume_step_off_by_one"
         steps = [k for k in zoo["keys"] if k.startswith("step/")]
         assert box.last_result["failing"][0] == steps and box.last_result["course_verdict"] == 0
 
-        box.controls["ulps"].value = 1
-        box.controls["dtype"].value = "float64"
+        box.controls["factor"].value = 0.25
+        box.controls["dtype"].value = "float32"
         box.controls["run"].value = "ddp_fp32"
-        assert box.last_result["first_divergence"] is not None   # fp32 rounding is not fp64 exact
+        assert box.last_result["first_divergence"] is not None   # below the calibrated error, rounding fails
         returned = box.update()
     assert returned is box.last_result
     with pytest.raises(ValueError):

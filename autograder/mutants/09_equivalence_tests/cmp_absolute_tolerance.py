@@ -2,8 +2,8 @@
 # grade_id: compare_update_states
 # catches: an absolute tolerance (ignores the tensor's scale)
 def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[str, torch.Tensor],
-                          dtype: torch.dtype) -> list[str]:
-    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerance(dtype)."""
+                          tolerances: dict[str, float]) -> list[str]:
+    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerances[key]."""
     differing = []
     for key, r in reference.items():
         c = candidate.get(key)
@@ -12,6 +12,6 @@ def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[st
         elif key.startswith("step/") or r.dtype == torch.bool:
             if not torch.equal(c.to(r.dtype), r):
                 differing.append(key)
-        elif (c.double() - r.double()).norm() > tolerance(dtype):
+        elif (c.double() - r.double()).norm() > tolerances[key]:
             differing.append(key)
     return sorted(differing)

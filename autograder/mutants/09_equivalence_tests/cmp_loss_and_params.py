@@ -2,8 +2,8 @@
 # grade_id: compare_update_states
 # catches: comparing the loss and the parameters only (final-weights check)
 def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[str, torch.Tensor],
-                          dtype: torch.dtype) -> list[str]:
-    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerance(dtype)."""
+                          tolerances: dict[str, float]) -> list[str]:
+    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerances[key]."""
     differing = []
     for key, r in [(k, v) for k, v in reference.items() if k == "loss" or k.startswith("param/")]:
         c = candidate.get(key)
@@ -12,6 +12,6 @@ def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[st
         elif key.startswith("step/") or r.dtype == torch.bool:
             if not torch.equal(c.to(r.dtype), r):
                 differing.append(key)
-        elif (c.double() - r.double()).norm() > tolerance(dtype) * r.double().norm() + 1e-12:
+        elif (c.double() - r.double()).norm() > tolerances[key] * r.double().norm() + 1e-12:
             differing.append(key)
     return sorted(differing)

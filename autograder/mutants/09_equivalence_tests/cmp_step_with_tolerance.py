@@ -2,8 +2,8 @@
 # grade_id: compare_update_states
 # catches: comparing the step counter with a relative tolerance instead of exactly
 def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[str, torch.Tensor],
-                          dtype: torch.dtype) -> list[str]:
-    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerance(dtype)."""
+                          tolerances: dict[str, float]) -> list[str]:
+    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerances[key]."""
     differing = []
     for key, r in reference.items():
         c = candidate.get(key)
@@ -12,6 +12,6 @@ def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[st
         elif r.dtype == torch.bool:
             if not torch.equal(c.to(r.dtype), r):
                 differing.append(key)
-        elif (c.double() - r.double()).norm() > tolerance(dtype) * r.double().norm() + 1e-12:
+        elif (c.double() - r.double()).norm() > tolerances[key] * r.double().norm() + 1e-12:
             differing.append(key)
     return sorted(differing)

@@ -2,8 +2,8 @@
 # grade_id: compare_update_states
 # catches: building on the removed plot helpers tolerance_ratio / relative_error
 def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[str, torch.Tensor],
-                          dtype: torch.dtype) -> list[str]:
-    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerance(dtype)."""
+                          tolerances: dict[str, float]) -> list[str]:
+    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerances[key]."""
     from helpers import equivalence_plots
     return sorted(key for key, r in reference.items() if equivalence_plots.tolerance_ratio(
-        r, candidate.get(key), 0.0 if key.startswith("step/") else tolerance(dtype)) > 1)
+        r, candidate.get(key), 0.0 if key.startswith("step/") else tolerances[key]) > 1)

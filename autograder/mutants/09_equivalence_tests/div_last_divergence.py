@@ -1,11 +1,11 @@
 # assignment: 09_equivalence_tests
 # grade_id: first_divergence
 # catches: reporting the last diverging step instead of the first
-def first_divergence(reference_steps: list[dict], candidate_steps: list[dict], dtype: torch.dtype):
+def first_divergence(reference_steps: list[dict], candidate_steps: list[dict], tolerances: dict[str, float]):
     """(first differing step, its differing keys), or None."""
     found = None
     for step, (ref, cand) in enumerate(zip(reference_steps, candidate_steps)):
-        differing = compare_update_states(ref, cand, dtype)
+        differing = compare_update_states(ref, cand, tolerances)
         if differing:
             found = step, differing
     return found

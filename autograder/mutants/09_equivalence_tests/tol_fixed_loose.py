@@ -1,6 +1,11 @@
 # assignment: 09_equivalence_tests
 # grade_id: tolerance
-# catches: one loose fixed tolerance for every dtype (passes real float32 bugs)
-def tolerance(dtype: torch.dtype) -> float:
-    """Relative 2-norm tolerance for a run computed in `dtype`."""
-    return 0.05
+# catches: one loose fixed tolerance for every key (passes real float32 bugs)
+def calibrate_tolerances(reference_steps: list[dict], calibration_steps: list[dict]) -> dict[str, float]:
+    """Per key (not step/, not bool): 4 * max(float32 eps, worst relative 2-norm error of the calibration run)."""
+    tolerances = {}
+    for key, first in reference_steps[0].items():
+        if key.startswith("step/") or first.dtype == torch.bool:
+            continue
+        tolerances[key] = 0.05
+    return tolerances

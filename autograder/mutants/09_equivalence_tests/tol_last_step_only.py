@@ -1,0 +1,12 @@
+# assignment: 09_equivalence_tests
+# grade_id: tolerance
+# catches: calibrating on the last step only, not the worst step
+def calibrate_tolerances(reference_steps: list[dict], calibration_steps: list[dict]) -> dict[str, float]:
+    """Per key (not step/, not bool): 4 * max(float32 eps, worst relative 2-norm error of the calibration run)."""
+    tolerances = {}
+    for key, first in reference_steps[0].items():
+        if key.startswith("step/") or first.dtype == torch.bool:
+            continue
+        r, c = reference_steps[-1][key].double(), calibration_steps[-1][key].double()
+        tolerances[key] = 4 * max(torch.finfo(torch.float32).eps, ((c - r).norm() / r.norm()).item())
+    return tolerances
