@@ -83,8 +83,13 @@ def chapter_scenario(name: str) -> dict[str, Any]:
     """A stored scenario of chapter 08 (see the module docstring).
 
     ``"even"``: 6 equal units, all-gathers 0.6 x the compute; ``"slow"``: the same with unit 2's
-    all-gather 5 x slower; ``"long"``: all-gathers 1.5 x the compute. Every unit has 100 MB of
-    parameters and 20 MB of activations, the shards 75 MB (N = 8); budgets 250 to 500 MB.
+    all-gather 5 x slower (with ``channel_free_peak_bytes``, the peaks if buffers were counted only
+    from when the channel is free); ``"long"``: all-gathers 1.5 x the compute. Every unit has 100 MB
+    of parameters and 20 MB of activations, the shards 75 MB (N = 8); budgets 250 to 500 MB.
+    ``"measured"`` is not a scenario: the reference forward's allocations measured on gloo at every
+    depth against the planner's count, with the slow stack's timings on a modelled clock (keys
+    ``widths``, ``world_size``, ``unit_bytes``, ``shard_bytes`` and per depth ``measured_bytes``,
+    ``planned_bytes``, ``channel_free_bytes``, ``materialised``, ``issue_s``, ``blocked_s``, ``forward_s``).
     """
     scenarios = _stored("08_chapter")
     if name not in scenarios:
