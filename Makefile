@@ -25,7 +25,7 @@ CHECK_BUDGET ?= 1500
 
 # pytest exit code 5 means "no tests collected": that is a failure, not a pass.
 test: setup
-	$(PY) -m pytest tests notebooks --nbval-lax; rc=$$?; \
+	$(PY) -m pytest tests notebooks --nbval-lax --durations=20; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 	$(PY) -m autograder release --check
 	$(PY) -m autograder store --check

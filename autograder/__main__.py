@@ -2,12 +2,14 @@
 
     python -m autograder release [ASSIGNMENT ...] [--check]
     python -m autograder grade NOTEBOOK [--assignment NAME] [--json]
+    python -m autograder grade-class ASSIGNMENT [--from FOLDER] [--jobs N]
     python -m autograder check [ASSIGNMENT ...] [--budget SECONDS]
     python -m autograder store [--check]
     python -m autograder student-copy DEST
 
 Exit status: 0 on success (``grade``: whenever grading ran, whatever the score),
-1 when ``release --check`` or ``check`` finds a problem, 2 when a command cannot run
+1 when ``release --check`` or ``check`` finds a problem or ``grade-class`` could not
+grade a submission (the others are graded), 2 when a command cannot run
 (with a one-line reason on stderr).
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from .check import run_check
@@ -41,6 +44,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     grade.add_argument("notebook", type=Path, metavar="NOTEBOOK")
     grade.add_argument("--assignment", help="default: the notebook's file name stem")
     grade.add_argument("--json", action="store_true", help="print one JSON object")
+
+    klass = commands.add_parser("grade-class", help="autograde every submission of an assignment into the gradebook")
+    klass.add_argument("assignment", metavar="ASSIGNMENT")
+    klass.add_argument("--from", dest="folder", type=Path, default=None,
+                       help="a folder of notebooks (e.g. an LMS download) to copy into submitted/<student>/ first")
+    klass.add_argument("--jobs", type=int, default=2, help="gradings at once (default 2)")
 
     check = commands.add_parser("check", help="prove every assignment grades as promised")
     check.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: all")
@@ -90,6 +99,18 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grade_class(args: argparse.Namespace) -> int:
+    """Grade a class with progress lines; 1 if a submission could not be graded."""
+    from .classroom import grade_class
+    start = time.monotonic()
+    results = grade_class(args.assignment, args.root, args.jobs, args.folder, out=sys.stdout)
+    failed = [g.student for g in results if not g.ok]
+    print(f"{len(results)} submissions of {args.assignment} in {time.monotonic() - start:.0f} s with "
+          f"{args.jobs} at once; {len(results) - len(failed)} graded, {len(failed)} not graded"
+          + (f" ({', '.join(sorted(failed))})" if failed else ""))
+    return 1 if failed else 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Run the course check; 1 if any row failed."""
     with captured_output() as out:
@@ -123,7 +144,7 @@ def cmd_student_copy(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
-    commands = {"release": cmd_release, "grade": cmd_grade, "check": cmd_check, "store": cmd_store, "student-copy": cmd_student_copy}
+    commands = {"release": cmd_release, "grade": cmd_grade, "grade-class": cmd_grade_class, "check": cmd_check, "store": cmd_store, "student-copy": cmd_student_copy}
     try:
         return commands[args.command](args)
     except CourseError as exc:
