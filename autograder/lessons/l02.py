@@ -185,7 +185,7 @@ VISIBLE_TRAIN_SEED, VISIBLE_TRAIN_WINDOWS = 5, [
 ]
 VISIBLE_TRAIN_LR = 0.2
 # Counts the chapter shows: its window of section 2.1 (and without the empty rank), and
-# rank 0 holding rho times the 8 tokens of ranks 1 and 2 (section 2.7).
+# rank 0 holding rho times the 8 tokens of ranks 1 and 2 (optional section 2.B).
 CHAPTER_COUNTS = [[13, 12, 0], [13, 12]] + [[8 * rho, 8, 8] for rho in (1, 2, 4, 8, 16, 32)]
 
 
