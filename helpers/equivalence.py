@@ -204,10 +204,17 @@ def calibration_run(problem: Problem | None = None, dtype: torch.dtype = torch.f
     (under bfloat16 autocast when ``dtype`` is ``torch.bfloat16``); one capture per step.
 
     Its distance from :func:`reference_run` is what correct rounding at that precision costs.
+    It runs in a fresh worker process of :mod:`helpers.cluster` (one rank), like the zoo: float32
+    and bfloat16 kernels on small tensors can round differently in a process whose memory state
+    earlier work has changed, and a calibration must not depend on what ran before it.
     """
+    from helpers.cluster import run
+
     if dtype not in (torch.float32, torch.bfloat16):
         raise ValueError(f"calibration runs exist for float32 and bfloat16, not {dtype}")
-    return single_process_run(problem, capture, dtype=torch.float32, autocast_bf16=dtype == torch.bfloat16)
+    problem = problem or make_problem()
+    return run(lambda: single_process_run(problem, capture, dtype=torch.float32,
+                                          autocast_bf16=dtype == torch.bfloat16), world_size=1, timeout=60)[0]
 
 
 # --------------------------------------------------------------------------- the zoo (on gloo ranks)
