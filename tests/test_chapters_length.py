@@ -23,9 +23,6 @@ ESTIMATE = re.compile(r"about (\d+) minutes", re.IGNORECASE)
 
 # Chapters not yet split into a core and optional sections (core words when this test was
 # written: 08 2,962); strict, so the mark must go once a chapter is shortened.
-NOT_YET_SHORTENED = {"08_prefetching"}
-
-
 def core_words(nb: nbformat.NotebookNode) -> int:
     """Words (whitespace-separated tokens) of the markdown before the first optional heading."""
     total = 0
@@ -41,9 +38,7 @@ def core_words(nb: nbformat.NotebookNode) -> int:
 def chapters() -> list:
     params = []
     for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
-        marks = [pytest.mark.xfail(strict=True, reason="core not yet shortened (issue 12 item 9)")] \
-            if path.stem in NOT_YET_SHORTENED else []
-        params.append(pytest.param(path, id=path.stem, marks=marks))
+        params.append(pytest.param(path, id=path.stem))
     return params
 
 
