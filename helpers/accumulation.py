@@ -25,7 +25,6 @@ Units: sizes are rows (samples); communication is in bytes sent by one rank unde
 """
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -498,7 +497,7 @@ def accumulation_explorer(
     as a dict and redraws (works headless).
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     style, layout = {"description_width": "170px"}, W.Layout(width="520px")
     p = W.SelectionSlider(options=[(_size_label(n), n) for n in EXPLORER_PARAMS], value=int(num_params),
@@ -540,11 +539,7 @@ def accumulation_explorer(
         ax.set_xlabel("time per window without overlap (ms)")
         ax.set_title(f"K = {kk} micro-batches, N = {nn_} ranks")
         ax.legend(fontsize=8, loc="lower right")
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=100)
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, [fig], dpi=100)
         box.last_result = result
         return result
 

@@ -17,7 +17,6 @@ that looks up the stored numbers, redraws and returns them, so it also runs head
 """
 from __future__ import annotations
 
-import io
 import math
 from typing import Any, Mapping, Sequence
 
@@ -493,7 +492,7 @@ def bucket_explorer(
     sliders by name) and ``summary`` (the HTML line).
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     grid = load("03_explorer")
     model = grid["model"]
@@ -542,11 +541,7 @@ def bucket_explorer(
                                      f"{format_binary_bytes(model['weight_bytes'] + model['bias_bytes'])}, "
                                      f"{model['layer_backward_s'] * 1e3:g} ms each; "
                                      + network_title(n, alpha, result["beta_s_per_byte"], first))
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=80)  # a PNG needs no matplotlib backend in the kernel
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, [fig], dpi=80)
         box.last_result = result
         return result
 

@@ -19,7 +19,6 @@ under the global mean.
 """
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
@@ -399,7 +398,7 @@ def token_count_explorer(counts: Sequence[int] = (60, 20, 5, 0)) -> Any:
     explorer also runs headless).
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     if len(counts) != EXPLORER_RANKS or any(n not in EXPLORER_COUNTS for n in counts):
         raise ValueError(f"the explorer has {EXPLORER_RANKS} ranks with counts from {EXPLORER_COUNTS}, got {counts}")
@@ -419,11 +418,7 @@ def token_count_explorer(counts: Sequence[int] = (60, 20, 5, 0)) -> Any:
         summary.value = (f"<b>global count</b> T = {total} &nbsp;·&nbsp; local loss on rank r = "
                          f"N · (sum of its token losses) / T = {world_size} · S_r / {max(total, 1)}<br>"
                          f"<b>mean of means over-weights each token by</b> " + ", ".join(parts))
-        png = io.BytesIO()
-        plot_token_weights(current, factors).savefig(png, format="png", dpi=90)
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, [plot_token_weights(current, factors)], dpi=90)
         box.last_result = result
         return result
 

@@ -21,7 +21,6 @@ method that redraws and returns the numbers, so it also runs headless.
 """
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -509,7 +508,7 @@ def equivalence_explorer(zoo: Mapping[str, Any], run: str | None = None, factor:
     (the HTML lines) and ``last_result``.
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     runs, names, factors = zoo["runs"], zoo["names"], zoo["factors"]
     run = run or names[0]
@@ -548,11 +547,7 @@ def equivalence_explorer(zoo: Mapping[str, Any], run: str | None = None, factor:
             f"checker ({SAFETY:g} × the {stored['dtype']} calibration) "
             + ("passes it" if course is None else f"fails it at step {course}"))
         fig = plot_key_grid(zoo, name, d, f, title=f"{name}: {f:g} × the {d} calibration")
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=80)  # a PNG needs no matplotlib backend in the kernel
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, [fig], dpi=80)
         box.last_result = result
         return result
 

@@ -18,7 +18,6 @@ All byte counts are bytes (1 GB = 1e9 B); norms are Euclidean 2-norms of gradien
 """
 from __future__ import annotations
 
-import io
 import math
 from typing import Any, Callable, Mapping, Sequence
 
@@ -505,7 +504,7 @@ def gradient_sharding_explorer(num_params: float = 7.5e9, world_size: int = 64, 
     method that looks up, redraws and returns the numbers (so it also works headless).
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     grid = load("06_explorer")
     style, layout = {"description_width": "140px"}, W.Layout(width="520px")
@@ -536,11 +535,7 @@ def gradient_sharding_explorer(num_params: float = 7.5e9, world_size: int = 64, 
             f"all-gather {_gb(result['all_gather_bytes'])} = all-reduce {_gb(result['all_reduce_bytes'])}")
         fig = plot_stage_memory(controls["num_params"].value, controls["k"].value, grid["world_sizes"], stage_bytes,
                                 marked={controls["world_size"].value: result["stage2_bytes"]})
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=90)
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, [fig], dpi=90)
         box.last_result = result
         return result
 

@@ -22,7 +22,6 @@ state of fp32 Adam is ``exp_avg`` + ``exp_avg_sq``: 8 bytes per element; the ste
 """
 from __future__ import annotations
 
-import io
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -526,7 +525,7 @@ def memory_explorer(num_params: float = 7.5e9, k: int = 12, world_size: int = 64
     return the numbers as a dict) and ``controls``.
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     grid = load(STORED_EXPLORER)
     sizes, ks, ns = list(grid["num_params"]), list(grid["k"]), list(grid["world_sizes"])
@@ -552,11 +551,7 @@ def memory_explorer(num_params: float = 7.5e9, k: int = 12, world_size: int = 64
             f"<b>stage {s}</b>: {format_bytes(b)} per rank {'✓ fits' if b <= budget else '✗ too big'}"
             for s, b in per_stage.items()) + \
             f"<br>stage 1 can never go below 4Ψ = {format_bytes(grid['stage1_floor'][str(psi)])}"
-        png = io.BytesIO()
-        _breakdown_figure(parts, psi, kk, n, budget).savefig(png, format="png", dpi=100)
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, [_breakdown_figure(parts, psi, kk, n, budget)], dpi=100)
         result = {"num_params": psi, "k": kk, "world_size": n, "budget_bytes": budget,
                   "bytes_per_stage": per_stage, "stages_that_fit": fits}
         box.last_result = result

@@ -16,7 +16,6 @@ that redraws and returns the numbers, so it also runs headless.
 """
 from __future__ import annotations
 
-import io
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -290,12 +289,6 @@ def plot_traffic_vs_memory(num_params: int, *, marked_world_size: int | None = N
 # --------------------------------------------------------------------------- explorer
 
 
-def _png(fig: Figure, dpi: int = 80) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)  # a PNG needs no matplotlib backend in the kernel
-    return buf.getvalue()
-
-
 def param_sharding_explorer(num_units: int = 6, world_size: int = 8, num_params: int = 7_500_000_000,
                             reshard_after_forward: bool = True):
     """Sliders for the number of units, N and Ψ, and a FULL_SHARD / SHARD_GRAD_OP switch (stored grid).
@@ -307,7 +300,7 @@ def param_sharding_explorer(num_units: int = 6, world_size: int = 8, num_params:
     ``controls`` (the widgets by name) and ``summary`` (the HTML line).
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     results = stored_results()
     style, layout = {"description_width": "150px"}, W.Layout(width="520px")
@@ -346,10 +339,7 @@ def param_sharding_explorer(num_units: int = 6, world_size: int = 8, num_params:
             f"{format_bytes(result['stage0_bytes'])}")
         figures = [plot_availability(units, reshard), plot_live_parameter_memory(psi, n, units, reshard),
                    plot_traffic_vs_memory(psi, marked_world_size=n)]
-        with out:
-            out.clear_output(wait=True)
-            for fig in figures:
-                display(Image(data=_png(fig), format="png"))
+        show_figures(out, figures, dpi=80)
         box.last_result = result
         return result
 

@@ -11,6 +11,7 @@ the object-oriented API, not ``pyplot``, so that
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -284,3 +285,24 @@ def plot_allreduce_time(
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     return fig
+
+
+def show_figures(out: Any, figures: Sequence[Figure], dpi: int = 90, caption: str = "") -> None:
+    """Replace what the ipywidgets ``Output`` ``out`` shows by ``caption`` and ``figures`` as PNG images.
+
+    Explorers redraw through this: a PNG needs no matplotlib backend in the kernel, so an
+    explorer draws the same in JupyterLab and headless (nbval, tests).
+    """
+    from IPython.display import Image, display
+
+    images = []
+    for fig in figures:
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=dpi)
+        images.append(png.getvalue())
+    with out:
+        out.clear_output(wait=True)
+        if caption:
+            print(caption)
+        for data in images:
+            display(Image(data=data, format="png"))

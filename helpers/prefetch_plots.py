@@ -21,7 +21,6 @@ that redraws and returns the numbers, so it also runs headless.
 """
 from __future__ import annotations
 
-import io
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -361,7 +360,7 @@ def prefetch_explorer(num_units: int = 6, depth: int = 1, budget_mb: int = 400, 
     seconds and bytes), ``controls`` and ``summary``.
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     grid = _stored("08_explorer")
     style, layout = {"description_width": "190px"}, W.Layout(width="540px")
@@ -411,14 +410,8 @@ def prefetch_explorer(num_units: int = 6, depth: int = 1, budget_mb: int = 400, 
             f"</b>, {fit} the budget {format_bytes(budget)} · max_prefetch_depth: "
             f"{best if best is not None else 'none fits'}")
         figures = [plot_prefetch_timeline(scenario, sorted({0, d})), plot_depth_tradeoff(scenario, budget)]
-        with out:
-            out.clear_output(wait=True)
-            print(f"depth {d}: exposed communication {row['exposed_s'] * MS:.3g} ms, peak "
-                  f"{format_bytes(row['peak_bytes'])}")
-            for fig in figures:
-                png = io.BytesIO()
-                fig.savefig(png, format="png", dpi=72)  # a PNG needs no matplotlib backend in the kernel
-                display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, figures, dpi=72, caption=f"depth {d}: exposed communication {row['exposed_s'] * MS:.3g} ms, "
+                                                   f"peak {format_bytes(row['peak_bytes'])}")
         box.last_result = result
         return result
 

@@ -17,7 +17,6 @@ results. Units: seconds for times, elements for sizes.
 from __future__ import annotations
 
 import atexit
-import io
 import random
 import shutil
 import tempfile
@@ -350,7 +349,7 @@ def interval_explorer(checkpoint_s: float = 60.0, mtbf_years: float = 5.0, nodes
     ``update()`` (redraw and return the numbers as a dict) and ``controls``.
     """
     import ipywidgets as W
-    from IPython.display import Image, display
+    from helpers.plots import show_figures
 
     grid = load(STORED_EXPLORER)
     for name, value, options in (("checkpoint_s", checkpoint_s, grid["checkpoint_s"]),
@@ -380,11 +379,7 @@ def interval_explorer(checkpoint_s: float = 60.0, mtbf_years: float = 5.0, nodes
                          f"{lost[best] / 3600:.3g} h ({100 * lost[best] / grid['run_s']:.2g} % of the run)")
         fig = Figure(figsize=(6.5, 3.6), layout="constrained")
         _lost_axes(fig.add_subplot(), grid["intervals_s"], {f"N = {n}": entry}, grid["run_s"])
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=90)
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, [fig], dpi=90)
         box.last_result = result
         return result
 

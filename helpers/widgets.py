@@ -9,13 +9,11 @@ from the results stored with the course (:mod:`helpers.stored`), one per slider 
 """
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import ipywidgets as W
-from IPython.display import Image, display
 
-from helpers.plots import alpha_beta_allreduce_time, format_bytes, format_count, plot_allreduce_time
+from helpers.plots import alpha_beta_allreduce_time, format_bytes, format_count, plot_allreduce_time, show_figures
 from helpers.stored import load
 
 __all__ = ["allreduce_explorer"]
@@ -77,11 +75,7 @@ def allreduce_explorer(
             f"bandwidth {t_bw * 1e3:.4g} ms ({'latency' if t_lat > t_bw else 'bandwidth'}-bound)"
         )
         fig = plot_allreduce_time(world_sizes, per_n, n, bw, lat, num_params=m, bytes_per_element=b)
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=100)  # a PNG needs no matplotlib backend in the kernel
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png.getvalue(), format="png"))
+        show_figures(out, [fig], dpi=100)
         box.last_result = result
         return result
 
