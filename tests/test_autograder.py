@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_markdown_cell
 
 from autograder.__main__ import main
 from autograder.check import Task, mutant_tasks, run_check
@@ -21,6 +21,7 @@ from autograder.course import CourseError, release_notebook, source_notebook
 from autograder.grading import GradeResult, GradingError, grade_notebook
 from autograder.mutation import MutantError, parse_mutant, splice
 from autograder.release import release
+from tiny_course import assignment_notebook, nbgrader_cell
 
 NAME = "00_tiny"
 SOLUTION = "def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION"
@@ -31,28 +32,14 @@ MUTANT = ("# assignment: 00_tiny\n# grade_id: add\n# catches: truncates floats t
           "def add(a, b):\n    return int(a) + int(b)\n")
 
 
-def nbgrader_cell(source: str, grade_id: str, *, solution: bool = False, points: float = 0):
-    """A code cell with nbgrader metadata: a solution cell, or a locked test cell."""
-    meta = {"grade": not solution, "grade_id": grade_id, "locked": not solution,
-            "schema_version": 3, "solution": solution, "task": False}
-    if not solution:
-        meta["points"] = points
-    return new_code_cell(source, metadata={"nbgrader": meta})
-
-
 def tiny_notebook():
     """The instructor version of the tiny assignment: one solution cell, two test cells."""
-    nb = new_notebook(cells=[
+    return assignment_notebook([
         new_markdown_cell("# Tiny\nImplement `add`."),
         nbgrader_cell(SOLUTION, "add", solution=True),
         nbgrader_cell(VISIBLE, "test_add_visible", points=1),
         nbgrader_cell(HIDDEN, "test_add_hidden", points=2),
     ])
-    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata.language_info = {"name": "python"}
-    for i, cell in enumerate(nb.cells):
-        cell.id = f"cell-{i}"
-    return nb
 
 
 @pytest.fixture(scope="module")

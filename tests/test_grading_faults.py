@@ -15,13 +15,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_markdown_cell
 
 from autograder import budget
 from autograder.__main__ import format_table
 from autograder.course import release_notebook, source_notebook
 from autograder.grading import GradingError, grade_notebook, scratch_course
-from autograder.release import release
+from tiny_course import assignment_notebook, nbgrader_cell, with_hidden, write_assignment
 
 NAME = "00_faults"
 LIMIT_S = 4  # every cell's time limit in this test (see the budget patch below)
@@ -52,33 +52,12 @@ LOSES = {"test_message", "test_runaway", "test_kernel_dies", "test_deaf_kernel",
          "test_destroys_group"}
 
 
-def _cell(source: str, grade_id: str, *, solution=False, grade=False, points=0):
-    meta = {"grade": grade, "grade_id": grade_id, "locked": not solution, "schema_version": 3,
-            "solution": solution, "task": False}
-    if grade:
-        meta["points"] = points
-    return new_code_cell(source, metadata={"nbgrader": meta})
-
-
-def _test_source(visible: str, hidden: str) -> str:
-    block = f"### BEGIN HIDDEN TESTS\n{hidden}\n### END HIDDEN TESTS" if hidden else ""
-    return "\n".join(part for part in (visible, block) if part) or "pass"
-
-
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("faults")
-    nb = new_notebook(cells=[new_markdown_cell("# Faults\nImplement `add`."), _cell(IMPORTS, "imports"),
-                             _cell(SOLUTION, "add", solution=True)])
-    nb.cells += [_cell(_test_source(v, h), gid, grade=True, points=1) for gid, v, h in CELLS]
-    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for i, cell in enumerate(nb.cells):
-        cell.id = f"cell-{i}"
-    path = source_notebook(NAME, root)
-    path.parent.mkdir(parents=True)
-    nbformat.write(nb, str(path))
-    release([NAME], root)
-    return root
+    cells = [new_markdown_cell("# Faults\nImplement `add`."), nbgrader_cell(IMPORTS, "imports"),
+             nbgrader_cell(SOLUTION, "add", solution=True)]
+    cells += [nbgrader_cell(with_hidden(v, h), gid, points=1) for gid, v, h in CELLS]
+    return write_assignment(tmp_path_factory.mktemp("faults"), NAME, assignment_notebook(cells))
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +156,7 @@ def test_metadata_is_repaired_with_one_line_notes(course):
     nb = _release(course)
     _meta(nb, "add")["grade_id"] = "my_add"  # renamed answer cell
     _meta(nb, "test_stderr").update(solution=True)  # a test cell marked as a solution
-    nb.cells.append(_cell("x = 1", "extra", grade=True, points=5))  # an extra graded cell
+    nb.cells.append(nbgrader_cell("x = 1", "extra", points=5))  # an extra graded cell
     repaired, notes = repair_metadata(nb, _release(course))
     assert notes == ["cell 'my_add' had its grade_id renamed; it was graded as 'add'",
                      "cell 'test_stderr' had its nbgrader metadata changed (now a answer cell); "

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 from autograder.grading import scratch_course
 from autograder.policy import imported_names, refusal
-from autograder.release import release
-from autograder.course import source_notebook
+from tiny_course import assignment_notebook, nbgrader_cell, write_assignment
 
 NAME = "00_tamper"
 IMPORTS = "import math"
@@ -27,31 +26,15 @@ TEST = ("assert math.isclose(add(1, 2), 3)\n### BEGIN HIDDEN TESTS\n"
 WRONG = "def add(a, b):\n    return 0"
 
 
-def _cell(source: str, grade_id: str, *, solution=False, grade=False, points=0):
-    meta = {"grade": grade, "grade_id": grade_id, "locked": not solution, "schema_version": 3,
-            "solution": solution, "task": False}
-    if grade:
-        meta["points"] = points
-    return new_code_cell(source, metadata={"nbgrader": meta})
-
-
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("tamper")
-    nb = new_notebook(cells=[
+    nb = assignment_notebook([
         new_markdown_cell("# Tamper\nImplement `add`."),
-        _cell(IMPORTS, "imports"),
-        _cell(SOLUTION, "add", solution=True),
-        _cell(TEST, "test_add", grade=True, points=3),
+        nbgrader_cell(IMPORTS, "imports"),
+        nbgrader_cell(SOLUTION, "add", solution=True),
+        nbgrader_cell(TEST, "test_add", points=3),
     ])
-    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for i, cell in enumerate(nb.cells):
-        cell.id = f"cell-{i}"
-    path = source_notebook(NAME, root)
-    path.parent.mkdir(parents=True)
-    nbformat.write(nb, str(path))
-    release([NAME], root)
-    return root
+    return write_assignment(tmp_path_factory.mktemp("tamper"), NAME, nb)
 
 
 @pytest.fixture(scope="module")
