@@ -26,9 +26,11 @@ It also contains faults to the cell they happen in:
    what kernel-side code writes to stderr (a ``print(..., file=sys.stderr)``, a warning)
    becomes stdout lines prefixed ``[stderr]``, as output from ranks is shown prefixed
    ``[rank k]`` (:mod:`helpers.cluster`). Only errors cost points.
-7. **One forkserver.** The grader starts the forkserver its kernels' ranks are forked from
-   (:func:`helpers.cluster.share_forkserver`), once per grading process instead of once per
-   kernel; a rank that kills it costs only speed (the next kernel starts its own).
+7. **Warm starts.** Kernels are forked from a template that has imported torch and ipykernel
+   (:mod:`autograder.warm_kernels`), and their ranks from one forkserver the grader shares
+   with every kernel (:func:`helpers.cluster.share_forkserver`): both once per grading
+   process instead of once per kernel. No notebook code runs in either; a rank that kills
+   the forkserver costs only speed (the next kernel starts its own).
 8. **Leftover processes.** Every process started below the grader during grading, even
    one started in a new session, is ended when grading ends (:mod:`autograder.processes`).
 """
@@ -47,7 +49,9 @@ from helpers.cluster import SHARED_FORKSERVER_ENV, share_forkserver
 
 from .budget import cell_limit
 from .policy import imported_names, refusal
-from .processes import Descendants
+from .processes import Descendants, become_subreaper
+from .warm_kernels import WarmKernelManager
+from .warm_kernels import template as kernel_template
 
 IMPORTS_GRADE_ID = "imports"
 PROBE = "__import__('autograder.integrity', fromlist=['check']).check()"
@@ -94,6 +98,10 @@ def is_student_cell(cell: NotebookNode) -> bool:
 class GuardedExecute(Execute):
     """nbgrader's ``Execute`` with refusal of tampering cells, trusted imports and integrity checks."""
 
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", WarmKernelManager)  # kernels forked from a warm template
+        super().__init__(*args, **kwargs)
+
     def preprocess(self, nb, resources, km=None):  # noqa: D102 - see the module docstring
         codes = [c.source for c in nb.cells if c.cell_type == "code"]
         self._modules = imported_names(codes)
@@ -104,8 +112,10 @@ class GuardedExecute(Execute):
         self._assignment = (resources or {}).get("nbgrader", {}).get("assignment")
         self._replay: list[str] = []  # earlier student and import cells, for a fresh kernel
         CELL_SECONDS.clear()
-        # One forkserver for every kernel this grader starts: ranks fork from it (cluster.share_forkserver).
+        # Started before the snapshot below, so they outlive this grading and serve the next ones.
+        become_subreaper()
         os.environ[SHARED_FORKSERVER_ENV] = share_forkserver()
+        kernel_template()
         processes = Descendants()
         try:
             return super().preprocess(nb, resources, km=km)

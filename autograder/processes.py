@@ -16,7 +16,8 @@ import sys
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def _become_subreaper() -> None:
+def become_subreaper() -> None:
+    """Have orphaned descendants re-parented to this process instead of init (Linux; elsewhere nothing)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -52,7 +53,7 @@ class Descendants:
     """Processes below this one that appear between :meth:`__init__` and :meth:`end`."""
 
     def __init__(self) -> None:
-        _become_subreaper()
+        become_subreaper()
         self.before = descendants(os.getpid()) if os.path.isdir("/proc") else set()
 
     def end(self) -> list[int]:

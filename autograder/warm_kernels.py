@@ -1,0 +1,203 @@
+"""Grading kernels forked from a warm template: a fresh kernel without Python's, torch's and ipykernel's start-up.
+
+Every grading needs a fresh kernel, and a fresh ``python -m ipykernel_launcher`` spends
+about 1.5 CPU seconds importing ipykernel, torch and torch._dynamo before the notebook's
+first cell runs. A grading process (``nbgrader autograde``, ``grade-class``, the course
+check) instead starts one *template* process that has imported them and nothing else, and
+each kernel is a fork of it: its own process with the launcher's arguments, environment and
+working directory, whose first cell finds those modules already imported. No notebook code
+ever runs in the template, so one grading cannot leave anything behind for the next.
+
+The kernel is forked twice (template -> short-lived middle -> kernel), so it is re-parented
+to the grading process, which :mod:`autograder.processes` makes a child subreaper: jupyter
+can then poll, signal and reap it like a kernel it started itself. Without a subreaper
+(not Linux), or if the template is gone, kernels start the usual way.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning import LocalProvisioner
+
+PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "numpy", "ipykernel.kernelapp", "helpers.cluster")
+LAUNCHER = ["-m", "ipykernel_launcher"]
+
+
+class ForkedKernel:
+    """The part of :class:`subprocess.Popen` jupyter's provisioner uses, for a kernel this process did not spawn."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # already reaped (autograder.processes) or never ours
+                pid, status = self.pid, None
+                if _alive(self.pid):
+                    return None
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _is_subreaper() -> bool:
+    """Whether orphaned descendants of this process are re-parented to it (set by autograder.processes)."""
+    import ctypes
+
+    PR_GET_CHILD_SUBREAPER = 37
+    flag = ctypes.c_int(0)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    return bool(flag.value)
+
+
+class Template:
+    """The template process and the pipe that asks it for kernels (one request at a time)."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "autograder.warm_kernels"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError("the kernel template did not start")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def fork_kernel(self, args: list[str], env: dict[str, str], cwd: str) -> ForkedKernel:
+        self.process.stdin.write(json.dumps({"args": args, "env": env, "cwd": cwd}) + "\n")
+        self.process.stdin.flush()
+        reply = self.process.stdout.readline()
+        if not reply:
+            raise RuntimeError("the kernel template died")
+        return ForkedKernel(int(reply))
+
+
+_template: Template | None = None
+
+
+def template() -> Template | None:
+    """This process's kernel template, started on first use; None where kernels must start the usual way."""
+    global _template
+    if not sys.platform.startswith("linux") or not _is_subreaper():
+        return None
+    if _template is None or not _template.alive():
+        try:
+            _template = Template()
+        except (OSError, RuntimeError):
+            _template = None
+    return _template
+
+
+async def _launch_forked(provisioner: LocalProvisioner, warm: Template, cmd: list[str], **kwargs: Any):
+    """``LocalProvisioner.launch_kernel`` with the kernel forked from the template."""
+    env = dict(kwargs.get("env") or os.environ)
+    env["JPY_PARENT_PID"] = str(os.getpid())  # as jupyter_client's launcher sets it: the kernel ends with us
+    cwd = str(kwargs.get("cwd") or Path.cwd())
+    process = await asyncio.get_running_loop().run_in_executor(None, warm.fork_kernel, cmd[len(LAUNCHER) + 1:], env, cwd)
+    provisioner.process, provisioner.pid, provisioner.pgid, provisioner.cwd = process, process.pid, process.pid, cwd
+    return provisioner.connection_info
+
+
+class WarmKernelManager(AsyncKernelManager):
+    """jupyter's kernel manager, launching ``python -m ipykernel_launcher`` kernels from the template."""
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+        warm = template() if kernel_cmd[1:1 + len(LAUNCHER)] == LAUNCHER and kernel_cmd[0] == sys.executable else None
+        if warm is not None and isinstance(self.provisioner, LocalProvisioner):
+            self.provisioner.launch_kernel = partial(_launch_forked, self.provisioner, warm)
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+
+
+# ----------------------------------------------------------------------------- the template process
+
+
+def _run_kernel(args: list[str], env: dict[str, str], cwd: str) -> None:
+    """In the forked kernel: become ``python -m ipykernel_launcher ARGS`` in ``cwd`` with ``env``."""
+    os.setsid()  # a session of its own, as jupyter_client starts kernels: interrupts reach its process group
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(cwd)
+    sys.path[0] = cwd  # ``python -m`` puts the working directory first
+    os.environ.clear()
+    os.environ.update(env)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    sys.argv = [sys.argv[0], *args]
+    from ipykernel import kernelapp
+
+    kernelapp.launch_new_instance()
+
+
+def _serve() -> None:
+    """The template: import, say ready, then fork one kernel per request line and answer its pid."""
+    for name in PRELOAD:
+        __import__(name)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C for the grader is not for the template
+    print("ready", flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        read_fd, write_fd = os.pipe()
+        middle = os.fork()
+        if middle == 0:
+            os.close(read_fd)
+            kernel = os.fork()
+            if kernel == 0:
+                os.close(write_fd)
+                try:
+                    _run_kernel(request["args"], request["env"], request["cwd"])
+                finally:
+                    os._exit(0)
+            os.write(write_fd, f"{kernel}\n".encode())
+            os._exit(0)
+        os.close(write_fd)
+        with os.fdopen(read_fd) as answer:
+            pid = answer.readline().strip()
+        os.waitpid(middle, 0)
+        print(pid, flush=True)
+
+
+if __name__ == "__main__":
+    _serve()

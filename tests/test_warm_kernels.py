@@ -1,0 +1,53 @@
+"""Grading kernels forked from the warm template (autograder.warm_kernels) behave like fresh ones.
+
+The grader's kernel manager forks each kernel from a process that imported torch and
+ipykernel; jupyter must still see an ordinary kernel: its own environment and working
+directory, interrupts that reach it, a shutdown that leaves no process behind.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+from autograder.processes import become_subreaper
+from autograder.warm_kernels import WarmKernelManager, template
+
+PROBE = ("import os, sys\n"
+         "print(os.getpid(), os.getppid(), 'torch' in sys.modules, os.getcwd(), "
+         "os.environ.get('COURSE_TEST_VAR'), sys.path[0])")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_a_forked_kernel_is_a_fresh_kernel_of_this_process(tmp_path: Path, monkeypatch) -> None:
+    become_subreaper()
+    assert template() is not None
+    monkeypatch.setenv("COURSE_TEST_VAR", "from-the-grader")
+    nb = new_notebook(cells=[new_code_cell(PROBE), new_code_cell("while True:\n    pass"),
+                             new_code_cell("print('still here')")])
+    client = NotebookClient(nb, kernel_name="python3", timeout=5, interrupt_on_timeout=True, allow_errors=True,
+                            kernel_manager_class=WarmKernelManager, resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+
+    pid, ppid, preloaded, cwd, var, path0 = nb.cells[0].outputs[0].text.split()
+    assert int(ppid) == os.getpid()  # re-parented to the grader: jupyter polls and reaps it
+    assert preloaded == "True"  # torch came with the fork
+    assert cwd == path0 == str(tmp_path)
+    assert var == "from-the-grader"
+    assert nb.cells[1].outputs[-1].ename == "KeyboardInterrupt"  # the interrupt reached it
+    assert nb.cells[2].outputs[0].text == "still here\n"
+    deadline = time.monotonic() + 10
+    while _alive(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(int(pid))
