@@ -7,20 +7,25 @@ Sphinx (MyST-NB, sphinx-book-theme, configured in ``book/conf.py``) reads a stag
 directory beside the output (``<out>_src``: the home page ``book/index.md`` and a link to the
 chapters directory) and keeps its environment in ``<out>_doctrees``. Every chapter is executed
 once per build in the chapters directory; a later build re-executes only the chapters that
-changed, unless ``--fresh``. A cell that raises or exceeds the per-cell timeout fails the build
-(exit status 1) with the notebook's path, the cell's source and its traceback.
+changed (all of them after a failed build, a change of ``book/lessons.py`` or with ``--fresh``).
+A cell that raises or exceeds the per-cell timeout fails the build (exit status 1) with the
+notebook's path, the cell's source and its traceback; so does any Sphinx warning.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
+import nbformat
+
 BOOK = Path(__file__).resolve().parent
 ROOT = BOOK.parent
 DEFAULT_OUT = ROOT / "_build" / "book"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colours in IPython tracebacks
 
 
 def _link(link: Path, target: Path) -> None:
@@ -43,21 +48,48 @@ def stage(src: Path, chapters: Path) -> None:
 
 def build(out: Path = DEFAULT_OUT, chapters: Path = ROOT / "notebooks", fresh: bool = False,
           cell_timeout: int | None = None) -> int:
-    """Build the site into ``out``; returns Sphinx's exit status (0 when every chapter ran).
+    """Build the site into ``out``; returns 0 when every chapter ran and Sphinx gave no warning.
 
     ``cell_timeout`` (seconds) replaces ``nb_execution_timeout`` of ``book/conf.py``.
     """
-    from sphinx.cmd.build import build_main
+    from sphinx.application import Sphinx
 
     out = out.resolve()
     src, doctrees = out.with_name(out.name + "_src"), out.with_name(out.name + "_doctrees")
     stage(src, chapters)
-    args = ["-b", "html", "-c", str(BOOK), "-d", str(doctrees), "-T", "-W", "--keep-going"]
-    if fresh:
-        args.append("-E")
-    if cell_timeout is not None:
-        args += ["-D", f"nb_execution_timeout={cell_timeout}"]
-    return build_main([*args, str(src), str(out)])
+    overrides = {} if cell_timeout is None else {"nb_execution_timeout": cell_timeout}
+    try:
+        app = Sphinx(src, BOOK, out, doctrees, "html", confoverrides=overrides, freshenv=fresh,
+                     warningiserror=True, keep_going=True)
+        app.build()
+        status = app.statuscode
+    except Exception as exc:  # noqa: BLE001  (a failing chapter is reported, anything else raised)
+        failure = failed_cell(exc, chapters)
+        if failure is None:
+            raise
+        print(failure, file=sys.stderr)
+        status = 1
+    if status != 0:  # never reuse a failed build: the next one reads and runs every chapter again
+        (doctrees / "environment.pickle").unlink(missing_ok=True)
+    return status
+
+
+def failed_cell(exc: BaseException, chapters: Path) -> str | None:
+    """The report of a chapter cell that raised or timed out, if that is what ``exc`` is."""
+    from myst_nb.core.execute import ExecutionError
+
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ExecutionError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    notebook = chapters / Path(str(cause)).name  # MyST-NB names the staged path
+    message = ANSI.sub("", str(cause.__cause__))
+    cells = nbformat.read(notebook, as_version=4).cells
+    numbers = [i for i, c in enumerate(cells, 1)
+               if c.cell_type == "code" and f"------------------\n{c.source}\n------------------" in message]
+    where = f"cell {numbers[0]} of {len(cells)}" if numbers else "a cell"
+    return f"\nchapter failed: {notebook} ({where})\n{message}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,21 +11,20 @@
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 from docutils import nodes
-from docutils.parsers.rst import Directive
 from sphinx import addnodes
 from sphinx.application import Sphinx
-from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
 
-logger = logging.getLogger(__name__)
-
-LESSON_DOC = re.compile(r"^notebooks/(?P<number>\d\d)_[A-Za-z0-9_]+$")
+LESSON_DOC = re.compile(r"^notebooks/\d\d_[A-Za-z0-9_]+$")
 TITLE = re.compile(r"^#\s+(?:\d+\.\s+)?(?P<title>.+?)\s*$", re.MULTILINE)
 CORE_MINUTES = re.compile(r"about (\d+) minutes", re.IGNORECASE)
 OPTIONAL_MINUTES = re.compile(r"optional[^.;]*?about (\d+) more", re.IGNORECASE | re.DOTALL)
@@ -57,8 +56,6 @@ class Lesson:
 
 def read_lesson(path: Path) -> Lesson:
     """Read a chapter's title and time estimate from its first cell (a markdown cell)."""
-    import nbformat
-
     first = nbformat.read(path, as_version=4).cells[0].source
     title, core = TITLE.search(first), CORE_MINUTES.search(first)
     if title is None or core is None:
@@ -79,13 +76,13 @@ def lab_link(app: Sphinx, repo_path: str, text: str) -> nodes.reference:
     return nodes.reference("", text, refuri=app.config.lab_url + repo_path, classes=["lab-link"])
 
 
-class LessonList(Directive):
+class LessonList(SphinxDirective):
     """``{lesson-list}``: every chapter with number, title, estimate and progress slot."""
 
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        env = self.state.document.settings.env
+        env = self.env
         items = nodes.bullet_list(classes=["lesson-list"])
         for path in chapter_paths(Path(env.srcdir)):
             env.note_dependency(str(path))  # a changed title or estimate rebuilds the list
@@ -129,10 +126,9 @@ def add_lesson_header(app: Sphinx, doctree: nodes.document) -> None:
     header = nodes.container("", links, nodes.raw("", _control_html(stem), format="html"),
                              classes=["lesson-header"])
     section.insert(1, header)
-    _replace_widgets(doctree)
 
 
-def _replace_widgets(doctree: nodes.document) -> None:
+def replace_widgets(app: Sphinx, doctree: nodes.document) -> None:
     """Live explorers need a kernel: say so where the notebook shows one."""
     for raw in list(doctree.findall(nodes.raw)):
         if WIDGET_MIME in raw.astext():
@@ -172,6 +168,10 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("lab_url", "http://localhost:8888/lab/tree/", "env")
     app.add_directive("lesson-list", LessonList)
     app.connect("doctree-read", add_lesson_header)
+    app.connect("doctree-read", replace_widgets)
     app.connect("source-read", link_repo_files_to_lab)
     app.connect("build-finished", copy_mathjax)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    # A change of this file changes the pages it builds: Sphinx then re-reads every page.
+    env_version = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8], 16)
+    return {"version": "1", "env_version": env_version,
+            "parallel_read_safe": True, "parallel_write_safe": True}
