@@ -14,8 +14,8 @@ BOOK = Path(__file__).resolve().parent
 sys.path.insert(0, str(BOOK))  # lessons.py: the course's own Sphinx extension
 
 project = "Replicate computation and shard training state"
-author = "the course authors"
-copyright = "the course authors"
+author = ""  # no "By ..." and no copyright line in the footer
+html_show_copyright = False
 
 extensions = ["myst_nb", "lessons"]
 root_doc = "index"
