@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .course import CourseError, course_root
 
-COPIED = ("release", "notebooks", "helpers", "requirements.txt", "requirements-lock.txt", "environment.yml")
+COPIED = ("release", "notebooks", "book", "helpers", "requirements.txt", "requirements-lock.txt", "environment.yml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 
 PYPROJECT = '''[build-system]
@@ -38,7 +38,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab
+.PHONY: setup lab book
 
 setup: $(STAMP)
 
@@ -50,6 +50,10 @@ $(STAMP): requirements.txt requirements-lock.txt pyproject.toml
 
 lab: setup
 \t$(VENV)/bin/jupyter lab --notebook-dir=.
+
+# The chapters as a static site with progress kept in your browser: open _build/book/index.html.
+book: setup
+\t$(PY) book/build.py
 '''
 
 NBGRADER_CONFIG = '''"""nbgrader settings for Validate in the student copy (the grading settings stay with the instructor)."""
@@ -64,6 +68,7 @@ Lessons on data-parallel and sharded training in PyTorch, each a chapter in `not
 (read, run, explore) and an assignment in `release/` (implement, Validate, hand in).
 
     make lab    # creates .venv, installs the pinned dependencies (torch==2.13.0 CPU), opens JupyterLab
+    make book   # the chapters as a website with their outputs and "mark as done": _build/book/index.html
 
 Conda users: `conda env create -f environment.yml`.
 

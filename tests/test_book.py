@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from test_student_flow import CHROMIUM, CHROMIUM_ARGS, _sync_playwright
+from browser import CHROMIUM, CHROMIUM_ARGS, load_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "book" / "build.py"
@@ -291,7 +291,7 @@ class Watched:
 
 @pytest.fixture(scope="module")
 def chromium(site: str):
-    sync_playwright = _sync_playwright()
+    sync_playwright = load_playwright()
     pw = sync_playwright().start()
     try:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)

@@ -40,20 +40,17 @@ from typing import Iterator
 import psutil
 import pytest
 
+from browser import CHROMIUM, CHROMIUM_ARGS, load_playwright
+
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_replicated_training"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 RELEASE_NB = ROOT / "release" / ASSIGNMENT / NOTEBOOK
 SOURCE_NB = ROOT / "source" / ASSIGNMENT / NOTEBOOK
 COURSE_CONFIG = ROOT / "autograder" / "nbgrader_config.py"
-CHROMIUM = Path("/usr/bin/chromium")
 VENV_BIN = Path(sys.executable).parent
 JUPYTER = VENV_BIN / "jupyter"
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 # Every wait is bounded. Validate re-runs the whole notebook in a fresh kernel; on a loaded
 # 2-core machine that takes tens of seconds, so it gets the most room.
 SERVER_START_S = 60
@@ -62,25 +59,6 @@ KERNEL_S = 60
 RUN_ALL_S = 90
 VALIDATE_S = 120
 UI_S = 15
-
-
-def _require(ok: bool, reason: str) -> None:
-    """Skip without a browser, or fail if CI said one must be there (REQUIRE_BROWSER=1)."""
-    if ok:
-        return
-    if os.environ.get("REQUIRE_BROWSER") == "1":
-        pytest.fail(f"REQUIRE_BROWSER=1 but {reason}", pytrace=False)
-    pytest.skip(f"{reason} (set REQUIRE_BROWSER=1 to make this a failure)")
-
-
-def _sync_playwright():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _require(False, "the playwright package is not installed (pip install -r requirements.txt)")
-    _require(CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK),
-             f"{CHROMIUM} is missing (apt-get install chromium)")
-    return sync_playwright
 
 
 def _free_port() -> int:
@@ -131,7 +109,7 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[Lab]:
-    _sync_playwright()  # skip (or fail) before starting anything
+    load_playwright()  # skip (or fail) before starting anything
     base = tmp_path_factory.mktemp("student_flow")
     root = base / "lab"
     for name, notebook in (("unsolved", RELEASE_NB), ("solved", SOURCE_NB)):
@@ -206,7 +184,7 @@ class Browser:
 @pytest.fixture(scope="module")
 def browser(lab, tmp_path_factory):
     """A headless chromium context that may only talk to the lab server."""
-    sync_playwright = _sync_playwright()
+    sync_playwright = load_playwright()
     blocked: list[str] = []
 
     def only_local(route) -> None:
