@@ -1,16 +1,14 @@
 """Same score idle or loaded: grade every source notebook idle, then next to busy processes.
 
-    python benchmarks/load_grading.py [ASSIGNMENT ...] [--busy N] [--write-budgets | --loaded-only]
+    python benchmarks/load_grading.py [ASSIGNMENT ...] [--busy N] [--write-budgets]
 
 Pass 1 grades each assignment's source notebook on the machine as it is; pass 2 grades
 them again while ``N`` (default: one per core) ``python -c 'while 1: pass'`` processes
 started here keep every core busy; they are stopped afterwards. Exit status 1 if any
 score differs between the passes. ``--write-budgets`` stores pass 1's per-cell wall
 times in ``autograder/cell_seconds.json``, the measured need the grader's per-cell time
-limits are budgeted from (:mod:`autograder.budget`). ``--loaded-only`` skips pass 1 and
-requires full marks in pass 2: every source's idle score is full marks, which
-``python -m autograder check`` proves (its "source" rows), so CI pays for one pass
-(``tests/test_load_grading.py``). Prints one line per grading and the total duration.
+limits are budgeted from (:mod:`autograder.budget`). Prints one line per grading and the
+total duration.
 """
 from __future__ import annotations
 
@@ -69,36 +67,25 @@ def differences(idle: dict[str, GradeResult], loaded: dict[str, GradeResult]) ->
     return found
 
 
-def full_marks_missing(loaded: dict[str, GradeResult]) -> list[str]:
-    """One line per cell that lost points (the idle score of every source is full marks)."""
-    return [f"{name} {c.grade_id}: idle {c.max_score:g} (full marks), loaded {c.score:g} "
-            f"({c.message.splitlines()[0] if c.message else ''})"
-            for name, result in loaded.items() for c in result.cells if c.score != c.max_score]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run both passes; 0 when every score is the same."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("assignments", nargs="*", help="default: all")
     parser.add_argument("--busy", type=int, default=os.cpu_count() or 2, help="spinning processes in pass 2")
-    passes = parser.add_mutually_exclusive_group()
-    passes.add_argument("--write-budgets", action="store_true", help="store pass 1's per-cell seconds")
-    passes.add_argument("--loaded-only", action="store_true",
-                        help="skip pass 1; require full marks, the idle score `autograder check` proves")
+    parser.add_argument("--write-budgets", action="store_true", help="store pass 1's per-cell seconds")
     args = parser.parse_args(argv)
     names = args.assignments or list_assignments()
     start = time.monotonic()
-    idle = None if args.loaded_only else grade_all(names, "idle")
-    if args.write_budgets and idle is not None:
+    idle = grade_all(names, "idle")
+    if args.write_budgets:
         measured = {name: {c.grade_id: round(c.seconds, 2) for c in r.cells} for name, r in idle.items()}
         SECONDS_FILE.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     with busy_cores(args.busy):
         loaded = grade_all(names, "loaded")
-    found = full_marks_missing(loaded) if idle is None else differences(idle, loaded)
+    found = differences(idle, loaded)
     for line in found:
         print(f"DIFFERENT: {line}")
-    print(f"{len(names)} assignments, {args.busy} busy processes in pass 2"
-          f"{' (pass 1 skipped: full marks expected)' if idle is None else ''}: "
+    print(f"{len(names)} assignments, {args.busy} busy processes in pass 2: "
           f"{'scores identical' if not found else f'{len(found)} cell(s) differ'}; "
           f"took {time.monotonic() - start:.0f} s")
     return 1 if found else 0
