@@ -39,6 +39,8 @@ from __future__ import annotations
 import ast
 import os
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
@@ -95,6 +97,20 @@ def is_student_cell(cell: NotebookNode) -> bool:
     return cell.cell_type == "code" and (bool(meta.get("solution")) or not meta.get("locked"))
 
 
+@contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """``os.environ[name] = value`` for the block only, so nothing leaks into the grader's later children."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
 class GuardedExecute(Execute):
     """nbgrader's ``Execute`` with refusal of tampering cells, trusted imports and integrity checks."""
 
@@ -114,11 +130,12 @@ class GuardedExecute(Execute):
         CELL_SECONDS.clear()
         # Started before the snapshot below, so they outlive this grading and serve the next ones.
         become_subreaper()
-        os.environ[SHARED_FORKSERVER_ENV] = share_forkserver()
+        forkserver = share_forkserver()
         kernel_template()
         processes = Descendants()
         try:
-            return super().preprocess(nb, resources, km=km)
+            with _environ(SHARED_FORKSERVER_ENV, forkserver):  # the kernels started here inherit it
+                return super().preprocess(nb, resources, km=km)
         finally:
             left = processes.end()
             if left:
