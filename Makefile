@@ -17,11 +17,12 @@ $(STAMP): requirements.txt requirements-lock.txt pyproject.toml
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=.
 
-# Assignments checked at once. Gradings wait on kernels and rank processes much of the time:
-# on 2 cores, 3 at once gave 95 s of check per assignment against 117 s with 2 and 100 s with 4.
+# Gradings the course check runs at once, each in its own worker process. They wait on kernels and
+# rank processes part of the time: on 2 cores (2026-12-03) 3 at once beat 2 and 4.
 CHECK_JOBS ?= 3
-# Seconds per assignment with CHECK_JOBS at once (09 grades 30+ notebooks, each a fresh kernel).
-CHECK_BUDGET ?= 1500
+# Seconds of grading per assignment with CHECK_JOBS at once: 103-309 s each on a clean clone
+# (2026-12-05, 2 cores), so a grading that became twice as slow shows here.
+CHECK_BUDGET ?= 600
 
 # pytest exit code 5 means "no tests collected": that is a failure, not a pass. The chapters are
 # tested by building the book (tests/test_book.py runs every chapter once; a failing cell fails it).
