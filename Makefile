@@ -21,8 +21,8 @@ lab: setup
 # rank processes part of the time: on 2 cores (2026-12-03) 3 at once beat 2 and 4.
 CHECK_JOBS ?= 3
 # Seconds of grading per assignment with CHECK_JOBS at once: 103-309 s each on a clean clone
-# (2026-12-05, 2 cores), so a grading that became twice as slow shows here.
-CHECK_BUDGET ?= 600
+# (2026-12-05, 2 cores); the budget leaves about 3x for a slower run and catches a runaway one.
+CHECK_BUDGET ?= 900
 
 # pytest exit code 5 means "no tests collected": that is a failure, not a pass. The chapters are
 # tested by building the book (tests/test_book.py runs every chapter once; a failing cell fails it).
