@@ -31,6 +31,7 @@ from jupyter_client.provisioning import LocalProvisioner
 
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "numpy", "ipykernel.kernelapp", "helpers.cluster")
 LAUNCHER = ["-m", "ipykernel_launcher"]
+FORK_TIMEOUT_S = 30  # a template that does not answer by then is replaced by the usual launch
 
 
 class ForkedKernel:
@@ -132,11 +133,16 @@ def template() -> Template | None:
 
 
 async def _launch_forked(provisioner: LocalProvisioner, warm: Template, cmd: list[str], **kwargs: Any):
-    """``LocalProvisioner.launch_kernel`` with the kernel forked from the template."""
+    """``LocalProvisioner.launch_kernel`` with the kernel forked from the template (the usual way if it fails)."""
     env = dict(kwargs.get("env") or os.environ)
     env["JPY_PARENT_PID"] = str(os.getpid())  # as jupyter_client's launcher sets it: the kernel ends with us
     cwd = str(kwargs.get("cwd") or Path.cwd())
-    process = await asyncio.get_running_loop().run_in_executor(None, warm.fork_kernel, cmd[len(LAUNCHER) + 1:], env, cwd)
+    try:
+        process = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(
+            None, warm.fork_kernel, cmd[len(LAUNCHER) + 1:], env, cwd), FORK_TIMEOUT_S)
+    except (OSError, RuntimeError, ValueError, asyncio.TimeoutError):
+        warm.process.kill()  # a template that failed once is not asked again
+        return await LocalProvisioner.launch_kernel(provisioner, cmd, **kwargs)
     provisioner.process, provisioner.pid, provisioner.pgid, provisioner.cwd = process, process.pid, process.pid, cwd
     return provisioner.connection_info
 

@@ -10,10 +10,10 @@ import os
 import time
 from pathlib import Path
 
-import nbformat
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
+import autograder.warm_kernels as warm_kernels
 from autograder.processes import become_subreaper
 from autograder.warm_kernels import WarmKernelManager, template
 
@@ -51,3 +51,16 @@ def test_a_forked_kernel_is_a_fresh_kernel_of_this_process(tmp_path: Path, monke
     while _alive(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(int(pid))
+
+
+def test_a_dead_template_costs_speed_not_the_grading(tmp_path: Path, monkeypatch) -> None:
+    become_subreaper()
+    dead = warm_kernels.Template()
+    dead.process.kill()
+    dead.process.wait()
+    monkeypatch.setattr(dead, "alive", lambda: True)  # as if it died between the check and the request
+    monkeypatch.setattr(warm_kernels, "_template", dead)
+    nb = new_notebook(cells=[new_code_cell("print('ran')")])
+    NotebookClient(nb, kernel_name="python3", timeout=60, kernel_manager_class=WarmKernelManager,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert nb.cells[0].outputs[0].text == "ran\n"  # started the usual way
