@@ -29,6 +29,8 @@ from typing import Any
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
+from .processes import alive, is_subreaper
+
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "numpy", "ipykernel.kernelapp", "helpers.cluster")
 LAUNCHER = ["-m", "ipykernel_launcher"]
 FORK_TIMEOUT_S = 30  # a template that does not answer by then is replaced by the usual launch
@@ -49,7 +51,7 @@ class ForkedKernel:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
             except ChildProcessError:  # already reaped (autograder.processes) or never ours
                 pid, status = self.pid, None
-                if _alive(self.pid):
+                if alive(self.pid):
                     return None
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
@@ -75,24 +77,6 @@ class ForkedKernel:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _is_subreaper() -> bool:
-    """Whether orphaned descendants of this process are re-parented to it (set by autograder.processes)."""
-    import ctypes
-
-    PR_GET_CHILD_SUBREAPER = 37
-    flag = ctypes.c_int(0)
-    ctypes.CDLL(None, use_errno=True).prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
-    return bool(flag.value)
 
 
 class Template:
@@ -122,7 +106,7 @@ _template: Template | None = None
 def template() -> Template | None:
     """This process's kernel template, started on first use; None where kernels must start the usual way."""
     global _template
-    if not sys.platform.startswith("linux") or not _is_subreaper():
+    if not sys.platform.startswith("linux") or not is_subreaper():
         return None
     if _template is None or not _template.alive():
         try:

@@ -14,20 +14,12 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 import autograder.warm_kernels as warm_kernels
-from autograder.processes import become_subreaper
+from autograder.processes import alive, become_subreaper
 from autograder.warm_kernels import WarmKernelManager, template
 
 PROBE = ("import os, sys\n"
          "print(os.getpid(), os.getppid(), 'torch' in sys.modules, os.getcwd(), "
          "os.environ.get('COURSE_TEST_VAR'), sys.path[0])")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def test_a_forked_kernel_is_a_fresh_kernel_of_this_process(tmp_path: Path, monkeypatch) -> None:
@@ -48,9 +40,9 @@ def test_a_forked_kernel_is_a_fresh_kernel_of_this_process(tmp_path: Path, monke
     assert nb.cells[1].outputs[-1].ename == "KeyboardInterrupt"  # the interrupt reached it
     assert nb.cells[2].outputs[0].text == "still here\n"
     deadline = time.monotonic() + 10
-    while _alive(int(pid)) and time.monotonic() < deadline:
+    while alive(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(int(pid))
+    assert not alive(int(pid))
 
 
 def test_a_dead_template_costs_speed_not_the_grading(tmp_path: Path, monkeypatch) -> None:
