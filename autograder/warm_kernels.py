@@ -16,6 +16,7 @@ can then poll, signal and reap it like a kernel it started itself. Without a sub
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import signal
@@ -179,6 +180,7 @@ def _serve() -> None:
                 try:
                     _run_kernel(request["args"], request["env"], request["cwd"])
                 finally:
+                    atexit._run_exitfuncs()  # the kernel's own clean-up (scratch directories, groups)
                     os._exit(0)
             os.write(write_fd, f"{kernel}\n".encode())
             os._exit(0)

@@ -56,3 +56,15 @@ def test_a_dead_template_costs_speed_not_the_grading(tmp_path: Path, monkeypatch
     NotebookClient(nb, kernel_name="python3", timeout=60, kernel_manager_class=WarmKernelManager,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     assert nb.cells[0].outputs[0].text == "ran\n"  # started the usual way
+
+
+def test_a_forked_kernel_runs_its_exit_handlers(tmp_path: Path) -> None:
+    """helpers.restart.scratch_directory() promises removal at exit; a forked kernel must keep it."""
+    become_subreaper()
+    nb = new_notebook(cells=[new_code_cell("from helpers.restart import scratch_directory\n"
+                                           "print(scratch_directory())")])
+    NotebookClient(nb, kernel_name="python3", timeout=60, kernel_manager_class=WarmKernelManager,
+                   resources={"metadata": {"path": str(Path.cwd())}}).execute()
+    scratch = Path(nb.cells[0].outputs[0].text.strip())
+    assert scratch.name.startswith("course-checkpoints-")
+    assert not scratch.exists()
