@@ -3,7 +3,8 @@
 Every grading needs a fresh kernel, and a fresh ``python -m ipykernel_launcher`` spends
 about 1.5 CPU seconds importing ipykernel, torch and torch._dynamo before the notebook's
 first cell runs. A grading process (``nbgrader autograde``, ``grade-class``, the course
-check) instead starts one *template* process that has imported them and nothing else, and
+check) instead starts one *template* process that has imported them and the course's lesson
+modules (``helpers.cluster.LESSON_MODULES``, with the matplotlib they import), and
 each kernel is a fork of it: its own process with the launcher's arguments, environment and
 working directory, whose first cell finds those modules already imported. No notebook code
 ever runs in the template, so one grading cannot leave anything behind for the next.
@@ -164,7 +165,9 @@ def _run_kernel(args: list[str], env: dict[str, str], cwd: str) -> None:
 
 def _serve() -> None:
     """The template: import, say ready, then fork one kernel per request line and answer its pid."""
-    for name in PRELOAD:
+    from helpers.cluster import LESSON_MODULES
+
+    for name in (*PRELOAD, *LESSON_MODULES):
         __import__(name)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C for the grader is not for the template
     print("ready", flush=True)

@@ -133,9 +133,22 @@ def rank_seed(seed: int, rank: int) -> int:
     return seed * 1000 + rank
 
 
+# What the forkserver imports once, so that every rank it forks has it: the rank's main loop,
+# the lesson modules whose functions ranks run (their matplotlib imports, for figures, cost
+# about 1 CPU second in every rank otherwise), and the torch.distributed parts the
+# references use. ipywidgets is left out: it must be first imported by the kernel itself.
+LESSON_MODULES = (
+    "helpers.accumulation", "helpers.buckets", "helpers.denominator", "helpers.equivalence",
+    "helpers.faults", "helpers.grad_sharding", "helpers.optim_sharding", "helpers.param_sharding",
+    "helpers.prefetch", "helpers.restart",
+)
+RANK_PRELOAD = ("helpers._worker", *LESSON_MODULES,
+                "torch.distributed.optim", "torch.distributed.fsdp", "torch.distributed.checkpoint")
+
+
 def _context() -> mp.context.ForkServerContext:
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["helpers._worker"])
+    ctx.set_forkserver_preload(list(RANK_PRELOAD))
     return ctx
 
 

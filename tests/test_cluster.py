@@ -14,6 +14,7 @@ import torch.distributed as dist
 
 from autograder.lessons import costs
 from helpers.cluster import (
+    RANK_PRELOAD,
     CollectiveMismatch,
     CollectiveTimeout,
     RankError,
@@ -69,6 +70,13 @@ def test_workers_stay_warm_between_calls() -> None:
     first = run(_pid, world_size=2)
     for _ in range(5):
         assert run(_pid, world_size=2) == first
+
+
+def test_ranks_start_with_the_lesson_modules_and_their_matplotlib_imported() -> None:
+    # Imported once by the forkserver: otherwise every new rank pays about 1 CPU second for them.
+    wanted = [*RANK_PRELOAD, "matplotlib.figure"]
+    missing = run(lambda: [name for name in wanted if name not in sys.modules], world_size=2)
+    assert missing == [[], []]
 
 
 def test_each_rank_is_seeded_from_the_course_seed() -> None:
