@@ -24,14 +24,11 @@ CHECK_JOBS ?= 3
 # (2026-12-05, 2 cores); the budget leaves about 3x for a slower run and catches a runaway one.
 CHECK_BUDGET ?= 900
 
-# pytest exit code 5 means "no tests collected": that is a failure, not a pass. The chapters are
-# tested by building the book (tests/test_book.py runs every chapter once; a failing cell fails it).
+# tests/suite.py: release --check and store --check, then pytest beside the course check (its
+# report in _build/course-check.log), then the tests marked `alone` (the book build, which runs
+# every chapter, and the load test). pytest's exit code 5 ("no tests collected") is a failure.
 test: setup
-	$(PY) -m pytest tests --durations=20; rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
-	$(PY) -m autograder release --check
-	$(PY) -m autograder store --check
-	$(PY) -m autograder check --jobs $(CHECK_JOBS) --budget $(CHECK_BUDGET)
+	$(PY) tests/suite.py --check-jobs $(CHECK_JOBS) --check-budget $(CHECK_BUDGET)
 
 release: setup
 	$(PY) -m autograder release

@@ -1,14 +1,16 @@
 """Same score idle or loaded: grade every source notebook idle, then next to busy processes.
 
-    python benchmarks/load_grading.py [ASSIGNMENT ...] [--busy N] [--write-budgets]
+    python benchmarks/load_grading.py [ASSIGNMENT ...] [--busy N] [--write-budgets | --loaded-only]
 
 Pass 1 grades each assignment's source notebook on the machine as it is; pass 2 grades
 them again while ``N`` (default: one per core) ``python -c 'while 1: pass'`` processes
 started here keep every core busy; they are stopped afterwards. Exit status 1 if any
-score differs between the passes. ``--write-budgets`` stores pass 1's per-cell wall
-times in ``autograder/cell_seconds.json``, the measured need the grader's per-cell time
-limits are budgeted from (:mod:`autograder.budget`). Prints one line per grading and the
-total duration.
+score differs between the passes. ``--loaded-only`` skips pass 1 and compares pass 2
+with full marks, the idle score of every source (``python -m autograder check`` grades
+each source twice and requires full marks; ``make test`` runs both). ``--write-budgets``
+stores pass 1's per-cell wall times in ``autograder/cell_seconds.json``, the measured
+need the grader's per-cell time limits are budgeted from (:mod:`autograder.budget`).
+Prints one line per grading and the total duration.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder.budget import SECONDS_FILE  # noqa: E402
-from autograder.course import list_assignments, source_notebook  # noqa: E402
-from autograder.grading import GradeResult, grade_notebook  # noqa: E402
+from autograder.course import list_assignments, read_notebook, source_notebook  # noqa: E402
+from autograder.grading import GradeResult, grade_notebook, nbgrader_meta  # noqa: E402
 from autograder.quiet import captured_output  # noqa: E402
 
 
@@ -54,16 +56,31 @@ def grade_all(assignments: list[str], label: str) -> dict[str, GradeResult]:
     return results
 
 
-def differences(idle: dict[str, GradeResult], loaded: dict[str, GradeResult]) -> list[str]:
-    """One line per cell whose score differs between the two passes."""
+def differences(idle: dict[str, dict[str, float]], loaded: dict[str, GradeResult]) -> list[str]:
+    """One line per cell whose loaded score differs from its idle score (``idle``: name -> grade_id -> points)."""
     found = []
-    for name, first in idle.items():
+    for name, expected in idle.items():
         second = {c.grade_id: c for c in loaded[name].cells}
-        for cell in first.cells:
-            other = second.get(cell.grade_id)
-            if other is None or other.score != cell.score:
+        for grade_id, score in expected.items():
+            other = second.get(grade_id)
+            if other is None or other.score != score:
                 got = "missing" if other is None else f"{other.score:g} ({other.message.splitlines()[0] if other.message else ''})"
-                found.append(f"{name} {cell.grade_id}: idle {cell.score:g}, loaded {got}")
+                found.append(f"{name} {grade_id}: idle {score:g}, loaded {got}")
+    return found
+
+
+def cell_scores(results: dict[str, GradeResult]) -> dict[str, dict[str, float]]:
+    """Points per graded cell of each grading."""
+    return {name: {c.grade_id: c.score for c in r.cells} for name, r in results.items()}
+
+
+def full_marks(names: list[str]) -> dict[str, dict[str, float]]:
+    """Points per graded cell of each source notebook: what its idle grading earns."""
+    found = {}
+    for name in names:
+        cells = read_notebook(source_notebook(name)).cells
+        found[name] = {nbgrader_meta(c)["grade_id"]: float(nbgrader_meta(c)["points"])
+                       for c in cells if nbgrader_meta(c).get("grade")}
     return found
 
 
@@ -72,17 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("assignments", nargs="*", help="default: all")
     parser.add_argument("--busy", type=int, default=os.cpu_count() or 2, help="spinning processes in pass 2")
-    parser.add_argument("--write-budgets", action="store_true", help="store pass 1's per-cell seconds")
+    passes = parser.add_mutually_exclusive_group()
+    passes.add_argument("--write-budgets", action="store_true", help="store pass 1's per-cell seconds")
+    passes.add_argument("--loaded-only", action="store_true", help="skip pass 1: compare pass 2 with full marks")
     args = parser.parse_args(argv)
     names = args.assignments or list_assignments()
     start = time.monotonic()
-    idle = grade_all(names, "idle")
+    if not args.loaded_only:
+        idle = grade_all(names, "idle")
     if args.write_budgets:
         measured = {name: {c.grade_id: round(c.seconds, 2) for c in r.cells} for name, r in idle.items()}
         SECONDS_FILE.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     with busy_cores(args.busy):
         loaded = grade_all(names, "loaded")
-    found = differences(idle, loaded)
+    found = differences(full_marks(names) if args.loaded_only else cell_scores(idle), loaded)
     for line in found:
         print(f"DIFFERENT: {line}")
     print(f"{len(names)} assignments, {args.busy} busy processes in pass 2: "

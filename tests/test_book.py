@@ -39,6 +39,7 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 MODULE_SENTENCE = "Every lesson is open. Progress is optional and saved only in this browser when available."
 LAB = "http://localhost:8888/lab/tree/"  # book/conf.py's default lab_url
 BUILD_TIMEOUT_S = 1800  # ten chapters: 95 s on the idle 2-core machine, 394 s beside other jobs
+pytestmark = pytest.mark.alone  # chapters' gloo groups slow down many times beside the course check
 UI_S = 15_000  # milliseconds, for playwright
 # The estimate exactly as the chapter states it, read here independently of book/lessons.py.
 ESTIMATE = re.compile(r"about (\d+) minutes", re.IGNORECASE)

@@ -1,8 +1,10 @@
 """Same score idle or loaded (benchmarks/load_grading.py): long, so marked ``load``.
 
-Grades every source notebook idle and then next to one spinning process per core and
-requires identical scores (about 100 s on 2 cores). Deselect with ``-m "not load"``;
-``make test`` (CI) runs it.
+Grades every source notebook next to one spinning process per core and requires full
+marks in every cell: the score every source must get (the course check, which ``make
+test`` also runs, requires it of two gradings of each source). Deselect with ``-m "not load"``;
+``make test`` (CI) runs it alone, after the rest. Both passes, idle and loaded:
+``python benchmarks/load_grading.py``.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.load
-def test_every_source_gets_the_same_score_idle_and_loaded():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "load_grading.py")],
+@pytest.mark.alone  # the load is the spinning processes, nothing else
+def test_every_source_gets_full_marks_on_a_loaded_machine():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "load_grading.py"), "--loaded-only"],
                           capture_output=True, text=True, timeout=3600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "scores identical" in proc.stdout

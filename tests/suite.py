@@ -1,0 +1,91 @@
+"""The whole test suite, as ``make test`` (and so CI) runs it.
+
+    python tests/suite.py [--check-jobs N] [--check-budget SECONDS]
+
+1. ``autograder release --check`` and ``autograder store --check`` (seconds);
+2. pytest, all but the tests marked ``alone``, and at the same time the course check
+   (``autograder check``): pytest waits on browsers, kernels and time limits much of the
+   time, and the check's gradings fill the cores meanwhile. The check's report goes to
+   ``_build/course-check.log`` and is printed when both have ended;
+3. the tests marked ``alone``, with nothing beside them: the book build, which runs every
+   chapter (their gloo groups slow down many times beside the check), and the load test,
+   whose load must be its own spinning processes.
+
+Exit status 0 only when every part passed; pytest's exit code 5 (no tests collected) is a
+failure. A ^C reaches every part (they share the terminal's process group); this script
+waits for them to stop.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECK_LOG = ROOT / "_build" / "course-check.log"
+NO_TESTS_COLLECTED = 5
+
+
+def finish(process: subprocess.Popen) -> int:
+    """Wait for ``process``; after a ^C, which it got too, wait for it to stop on its own."""
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        process.wait()
+        raise
+
+
+def run(command: list[str]) -> int:
+    """Run a command in the repository, its output on this terminal; its exit status."""
+    return finish(subprocess.Popen(command, cwd=ROOT))
+
+
+def pytest(*args: str) -> int:
+    """pytest on ``tests/`` with ``args``; 'no tests collected' counts as a failure."""
+    code = run([sys.executable, "-m", "pytest", "tests", "--durations=20", *args])
+    if code == NO_TESTS_COLLECTED:
+        print(f"pytest {' '.join(args)} collected no tests: failing", flush=True)
+    return code
+
+
+def pytest_beside_check(jobs: int, budget: float) -> tuple[int, int]:
+    """pytest, all but the tests marked ``alone``, while the course check runs; both exit statuses."""
+    CHECK_LOG.parent.mkdir(exist_ok=True)
+    start = time.monotonic()
+    with open(CHECK_LOG, "w", encoding="utf-8") as log:
+        check = subprocess.Popen([sys.executable, "-m", "autograder", "check", "--jobs", str(jobs),
+                                  "--budget", f"{budget:g}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        print(f"course check running beside pytest; its report: {CHECK_LOG.relative_to(ROOT)}", flush=True)
+        try:
+            tests = pytest("-m", "not alone")
+        except KeyboardInterrupt:
+            finish(check)
+            raise
+        print("pytest done; waiting for the course check", flush=True)
+        checked = finish(check)
+    print(CHECK_LOG.read_text(encoding="utf-8"), end="", flush=True)
+    print(f"pytest and the course check took {time.monotonic() - start:.0f} s", flush=True)
+    return tests, checked
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the three parts; 0 when all passed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check-jobs", type=int, default=3, help="gradings the course check runs at once")
+    parser.add_argument("--check-budget", type=float, default=900, help="seconds of grading per assignment")
+    args = parser.parse_args(argv)
+    codes = {
+        "release --check": run([sys.executable, "-m", "autograder", "release", "--check"]),
+        "store --check": run([sys.executable, "-m", "autograder", "store", "--check"]),
+    }
+    codes["pytest"], codes["course check"] = pytest_beside_check(args.check_jobs, args.check_budget)
+    codes["pytest -m alone"] = pytest("-m", "alone")
+    failed = [name for name, code in codes.items() if code != 0]
+    print(f"FAILED: {', '.join(failed)}" if failed else "all parts passed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

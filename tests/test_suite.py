@@ -1,0 +1,50 @@
+"""tests/suite.py, what ``make test`` runs: every part's failure fails the whole, 'no tests' included."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+import suite
+
+
+@dataclass
+class Commands:
+    """The commands the suite ran, and the exit status to give those ending in a key."""
+
+    exits: dict[str, int] = field(default_factory=dict)
+    ran: list[str] = field(default_factory=list)
+
+    def run(self, command: list[str]) -> int:
+        words = " ".join(command[command.index("-m") + 1:])
+        self.ran.append(words)
+        return next((code for key, code in self.exits.items() if words.endswith(key)), 0)
+
+
+@pytest.fixture
+def commands(monkeypatch) -> Commands:
+    fake = Commands()
+    monkeypatch.setattr(suite, "run", fake.run)
+    monkeypatch.setattr(suite, "pytest_beside_check",
+                        lambda jobs, budget: (suite.pytest("-m", "not alone"), fake.exits.get("course check", 0)))
+    return fake
+
+
+def test_all_parts_pass(commands: Commands, capsys) -> None:
+    assert suite.main([]) == 0
+    assert commands.ran[:2] == ["autograder release --check", "autograder store --check"]
+    assert commands.ran[2].endswith("-m not alone") and commands.ran[3].endswith("-m alone")
+    assert "all parts passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("part", ["release --check", "store --check", "-m not alone", "course check", "-m alone"])
+def test_a_failing_part_fails_the_suite(commands: Commands, part: str) -> None:
+    commands.exits[part] = 1
+    assert suite.main([]) == 1
+
+
+def test_no_tests_collected_is_a_failure(commands: Commands, capsys) -> None:
+    commands.exits["-m alone"] = suite.NO_TESTS_COLLECTED
+    assert suite.main([]) == 1
+    out = capsys.readouterr().out
+    assert "collected no tests: failing" in out and "FAILED: pytest -m alone" in out
