@@ -21,8 +21,10 @@ import atexit
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -134,13 +136,29 @@ async def _launch_forked(provisioner: LocalProvisioner, warm: Template, cmd: lis
 
 
 class WarmKernelManager(AsyncKernelManager):
-    """jupyter's kernel manager, launching ``python -m ipykernel_launcher`` kernels from the template."""
+    """jupyter's kernel manager, launching ``python -m ipykernel_launcher`` kernels from the template.
+
+    Each kernel also gets a temporary directory of its own (``TMPDIR``), removed once the
+    kernel is gone: a kernel that jupyter has to kill (it waits only a few seconds for a
+    clean exit, less than a loaded machine may need) cannot run its exit handlers, and its
+    scratch directories would otherwise stay in /tmp.
+    """
+
+    kernel_tmpdir: str | None = None
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+        self.kernel_tmpdir = tempfile.mkdtemp(prefix="course-kernel-")
+        kw["env"] = {**(kw.get("env") or os.environ), "TMPDIR": self.kernel_tmpdir}
         warm = template() if kernel_cmd[1:1 + len(LAUNCHER)] == LAUNCHER and kernel_cmd[0] == sys.executable else None
         if warm is not None and isinstance(self.provisioner, LocalProvisioner):
             self.provisioner.launch_kernel = partial(_launch_forked, self.provisioner, warm)
         await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if self.kernel_tmpdir is not None:  # the kernel is dead by now; its ranks follow it
+            shutil.rmtree(self.kernel_tmpdir, ignore_errors=True)
+            self.kernel_tmpdir = None
 
 
 # ----------------------------------------------------------------------------- the template process
@@ -154,6 +172,7 @@ def _run_kernel(args: list[str], env: dict[str, str], cwd: str) -> None:
     sys.path[0] = cwd  # ``python -m`` puts the working directory first
     os.environ.clear()
     os.environ.update(env)
+    tempfile.tempdir = None  # the template's cached /tmp; the kernel's TMPDIR instead
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)

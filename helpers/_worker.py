@@ -17,6 +17,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 import threading
 import traceback
 import warnings
@@ -213,6 +214,7 @@ def main(rank: int, world_size: int, store_path: str, conn: Any, lifeline: Any, 
     """
     os.environ.clear()
     os.environ.update(environ)
+    tempfile.tempdir = None  # the forkserver's cached temporary directory; the caller's TMPDIR instead
     threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
     capture = _Capture(capture_path)
     faulthandler.register(signal.SIGUSR1, file=capture.fd, all_threads=False)

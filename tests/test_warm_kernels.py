@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from nbclient import NotebookClient
+from nbclient.util import run_sync
 from nbformat.v4 import new_code_cell, new_notebook
 
 import autograder.warm_kernels as warm_kernels
@@ -68,3 +69,19 @@ def test_a_forked_kernel_runs_its_exit_handlers(tmp_path: Path) -> None:
     scratch = Path(nb.cells[0].outputs[0].text.strip())
     assert scratch.name.startswith("course-checkpoints-")
     assert not scratch.exists()
+
+
+def test_a_killed_kernel_leaves_no_scratch_directory(tmp_path: Path) -> None:
+    """Under load jupyter may kill a kernel before its exit handlers run; its temporary directory goes with it."""
+    become_subreaper()
+    nb = new_notebook(cells=[new_code_cell("from helpers.restart import scratch_directory\n"
+                                           "print(scratch_directory())")])
+    client = NotebookClient(nb, kernel_name="python3", timeout=60, kernel_manager_class=WarmKernelManager,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel():
+        client.execute_cell(nb.cells[0], 0)
+        kernel_tmpdir = Path(client.km.kernel_tmpdir)
+        run_sync(client.km.shutdown_kernel)(now=True)  # SIGKILL: no exit handler runs
+    scratch = Path(nb.cells[0].outputs[0].text.strip())
+    assert scratch.parent == kernel_tmpdir
+    assert not kernel_tmpdir.exists()
