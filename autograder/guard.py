@@ -33,6 +33,10 @@ It also contains faults to the cell they happen in:
    the forkserver costs only speed (the next kernel starts its own).
 8. **Leftover processes.** Every process started below the grader during grading, even
    one started in a new session, is ended when grading ends (:mod:`autograder.processes`).
+9. **Kernels that do not start.** A kernel that dies or does not answer before any notebook
+   code ran is shut down and another one started, up to ``START_ATTEMPTS`` kernels, so a
+   fault of the machine's (an overloaded moment, a port taken between jupyter choosing it and
+   the kernel binding it) does not fail a whole grading.
 """
 from __future__ import annotations
 
@@ -58,6 +62,7 @@ from .warm_kernels import template as kernel_template
 IMPORTS_GRADE_ID = "imports"
 PROBE = "__import__('autograder.integrity', fromlist=['check']).check()"
 PROBE_TIMEOUT_S = 60
+START_ATTEMPTS = 3  # kernels tried before a grading gives up (each waits nbclient's startup_timeout)
 INTERRUPT_REPLY_S = 20  # seconds an interrupted kernel may take to answer (ending its ranks, on a loaded machine)
 TIME_LIMIT = "TimeLimitExceeded"
 KERNEL_FAULT = "KernelFault"
@@ -140,6 +145,20 @@ class GuardedExecute(Execute):
             left = processes.end()
             if left:
                 self.log.warning("ended %d process(es) left running by the notebook: %s", len(left), left)
+
+    async def async_start_new_kernel_client(self):
+        """nbclient's, with a new kernel when one dies or does not answer (no notebook code has run in it)."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return await super().async_start_new_kernel_client()
+            except RuntimeError as exc:  # jupyter_client's "Kernel didn't respond" / "Kernel died before replying"
+                if attempt == START_ATTEMPTS:
+                    raise
+                self.log.warning("kernel %d of %d did not start (%s); starting another", attempt, START_ATTEMPTS, exc)
+                self.km = self.create_kernel_manager()  # nbclient has shut the failed one down
+                await self.async_start_new_kernel()
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def preprocess_cell(self, cell, resources, index):  # noqa: D102
         if cell.cell_type != "code" or not cell.source.strip():

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_markdown_cell
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from autograder import budget
 from autograder.__main__ import format_table
 from autograder.course import release_notebook, source_notebook
 from autograder.grading import GradingError, grade_notebook, scratch_course
+from autograder.guard import GuardedExecute
+from autograder.warm_kernels import WarmKernelManager
 from tiny_course import assignment_notebook, nbgrader_cell, with_hidden, write_assignment
 
 NAME = "00_faults"
@@ -183,3 +186,23 @@ def test_another_assignments_notebook_is_refused_in_one_line(course, tmp_path):
     finally:
         lesson.unlink()
         lesson.parent.rmdir()
+
+
+class FirstKernelDeaf(WarmKernelManager):
+    """Its first kernel is a process that never speaks jupyter's protocol; later ones are real."""
+
+    started = 0
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        FirstKernelDeaf.started += 1
+        if FirstKernelDeaf.started == 1:
+            kernel_cmd = [sys.executable, "-c", "import time; time.sleep(600)"]
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+
+
+def test_a_kernel_that_never_answers_is_replaced_before_grading(tmp_path):
+    nb = new_notebook(cells=[new_code_cell("print('graded')")])
+    GuardedExecute(kernel_manager_class=FirstKernelDeaf, startup_timeout=3, shutdown_kernel="immediate") \
+        .preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert FirstKernelDeaf.started == 2
+    assert nb.cells[0].outputs[0].text == "graded\n"
