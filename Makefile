@@ -44,7 +44,7 @@ student-copy: setup
 	$(PY) -m autograder student-copy $(DEST)
 
 # The chapters as a static site: open _build/book/index.html. Runs every chapter once; a second
-# build re-runs only the chapters that changed.
+# build re-runs only the chapters that changed (every chapter after a change in helpers/).
 book: setup
 	$(PY) book/build.py
 

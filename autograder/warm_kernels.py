@@ -13,6 +13,9 @@ The kernel is forked twice (template -> short-lived middle -> kernel), so it is 
 to the grading process, which :mod:`autograder.processes` makes a child subreaper: jupyter
 can then poll, signal and reap it like a kernel it started itself. Without a subreaper
 (not Linux), or if the template is gone, kernels start the usual way.
+
+The manager's kernel client waits for messages in slices of ``POLL_SLICE_S`` (see
+:class:`WakefulChannel`), so a reply is never noticed later than one slice after it arrived.
 """
 from __future__ import annotations
 
@@ -25,19 +28,25 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from functools import partial
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
+from traitlets import Type
 
 from .processes import alive, is_subreaper
 
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "numpy", "ipykernel.kernelapp", "helpers.cluster")
 LAUNCHER = ["-m", "ipykernel_launcher"]
 FORK_TIMEOUT_S = 30  # a template that does not answer by then is replaced by the usual launch
+POLL_SLICE_S = 0.25  # the longest a message that has arrived can wait unnoticed
 
 
 class ForkedKernel:
@@ -87,6 +96,7 @@ class Template:
     """The template process and the pipe that asks it for kernels (one request at a time)."""
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()  # kernels started at once (the book's chapters) ask from several threads
         self.process = subprocess.Popen([sys.executable, "-m", "autograder.warm_kernels"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         if self.process.stdout.readline().strip() != "ready":
@@ -96,9 +106,10 @@ class Template:
         return self.process.poll() is None
 
     def fork_kernel(self, args: list[str], env: dict[str, str], cwd: str) -> ForkedKernel:
-        self.process.stdin.write(json.dumps({"args": args, "env": env, "cwd": cwd}) + "\n")
-        self.process.stdin.flush()
-        reply = self.process.stdout.readline()
+        with self.lock:
+            self.process.stdin.write(json.dumps({"args": args, "env": env, "cwd": cwd}) + "\n")
+            self.process.stdin.flush()
+            reply = self.process.stdout.readline()
         if not reply:
             raise RuntimeError("the kernel template died")
         return ForkedKernel(int(reply))
@@ -135,6 +146,35 @@ async def _launch_forked(provisioner: LocalProvisioner, warm: Template, cmd: lis
     return provisioner.connection_info
 
 
+class WakefulChannel(AsyncZMQSocketChannel):
+    """jupyter's asyncio channel, but a wait for a message looks again every ``POLL_SLICE_S`` seconds.
+
+    Measured here with two kernels busy at once on two cores: pyzmq's asyncio ``poll`` now
+    and then was not woken when the kernel's reply arrived and returned it only at its
+    timeout, which for a cell is the cell's whole time limit (a correct cell would then be
+    reported as too slow). Every slice ends with a non-blocking poll, which sees the message.
+    """
+
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        assert self.socket is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = POLL_SLICE_S if deadline is None else max(0.0, min(POLL_SLICE_S, deadline - time.monotonic()))
+            if await self.socket.poll(int(wait * 1000)):
+                return await self._recv()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise Empty
+
+
+class WakefulKernelClient(AsyncKernelClient):
+    """jupyter's asyncio kernel client with :class:`WakefulChannel` channels."""
+
+    shell_channel_class = Type(WakefulChannel)
+    iopub_channel_class = Type(WakefulChannel)
+    stdin_channel_class = Type(WakefulChannel)
+    control_channel_class = Type(WakefulChannel)
+
+
 class WarmKernelManager(AsyncKernelManager):
     """jupyter's kernel manager, launching ``python -m ipykernel_launcher`` kernels from the template.
 
@@ -144,6 +184,7 @@ class WarmKernelManager(AsyncKernelManager):
     scratch directories would otherwise stay in /tmp.
     """
 
+    client_factory = Type(WakefulKernelClient, klass=AsyncKernelClient)
     kernel_tmpdir: str | None = None
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:

@@ -1,8 +1,7 @@
 """Sphinx configuration of the course book (build it with ``python book/build.py``).
 
-The chapters are stored without outputs; MyST-NB executes each one once per build, in its own
-directory (as JupyterLab and nbval do), and a cell that raises or runs longer than
-``nb_execution_timeout`` seconds fails the build with the notebook's path and the cell.
+The chapters are stored without outputs; ``book/build.py`` executes each one in its own
+directory (as JupyterLab does) and stages the executed copy that MyST-NB renders here.
 """
 from __future__ import annotations
 
@@ -19,17 +18,11 @@ html_show_copyright = False
 
 extensions = ["myst_nb", "lessons"]
 root_doc = "index"
-# The staged source (book/build.py) holds the home page and a link to notebooks/; only the
-# chapters are pages, never the checkpoints or other notebooks that may lie beside them.
+# The staged source (book/build.py) holds the home page and the executed chapters in notebooks/.
 include_patterns = ["index.md", "notebooks/[0-9][0-9]_*.ipynb"]
 exclude_patterns = ["**/.ipynb_checkpoints"]
 
-# --- execution: the book build is the chapters' test ------------------------------------
-nb_execution_mode = "force"          # chapters are stored without outputs: always execute
-nb_execution_raise_on_error = True   # a failing cell fails the build (notebook and cell named)
-nb_execution_show_tb = True
-nb_execution_timeout = 300           # seconds per cell; a whole chapter ran in 6-15 s (idle 2 cores)
-nb_execution_in_temp = False         # run in notebooks/, like JupyterLab and nbval
+nb_execution_mode = "off"  # book/build.py ran every chapter before Sphinx reads it
 nb_merge_streams = True
 
 # --- content ------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ timeout fails the build, so this file is also the chapters' execution test.
 Without a browser: one page per chapter, each with executed outputs; figures as images; the
 home page with the module sentence and every lesson's title and the estimate its first cell
 states; on every lesson page, JupyterLab links to the chapter and its assignment; a failing or
-hanging cell fails the build naming the notebook and the cell.
+hanging cell fails the build naming the notebook and the cell; a second build runs only the
+chapter that changed.
 
 In Debian's headless chromium (skipped without it unless ``REQUIRE_BROWSER=1``), the site
 served by ``python -m http.server`` on 127.0.0.1 (every other request is aborted and fails the
@@ -38,7 +39,7 @@ BUILD = ROOT / "book" / "build.py"
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 MODULE_SENTENCE = "Every lesson is open. Progress is optional and saved only in this browser when available."
 LAB = "http://localhost:8888/lab/tree/"  # book/conf.py's default lab_url
-BUILD_TIMEOUT_S = 1800  # ten chapters: 95 s on the idle 2-core machine, 394 s beside other jobs
+BUILD_TIMEOUT_S = 1800  # ten chapters: 43 s on the idle 2-core machine (2026-12-06), minutes beside other jobs
 pytestmark = pytest.mark.alone  # chapters' gloo groups slow down many times beside the course check
 UI_S = 15_000  # milliseconds, for playwright
 # The estimate exactly as the chapter states it, read here independently of book/lessons.py.
@@ -173,9 +174,8 @@ def test_repository_links_in_chapters_open_in_lab(book: Path) -> None:
         assert not [h for h in links if h.startswith("../release") or h.startswith("../notebooks")], chapter.stem
 
 
-def _broken_chapter(directory: Path, code: str) -> Path:
-    """A chapters directory holding one chapter whose third cell runs ``code``."""
-    directory.mkdir()
+def _write_chapter(path: Path, code: str) -> None:
+    """A three-cell chapter at ``path`` whose third cell runs ``code``."""
     cells = [
         {"cell_type": "markdown", "id": "title", "metadata": {}, "source": "# 1. Broken\n\n*About 1 minutes.*"},
         {"cell_type": "code", "id": "fine", "metadata": {}, "execution_count": None, "outputs": [], "source": "x = 1"},
@@ -183,7 +183,13 @@ def _broken_chapter(directory: Path, code: str) -> Path:
     ]
     kernel = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb = {"cells": cells, "metadata": {"kernelspec": kernel}, "nbformat": 4, "nbformat_minor": 5}
-    (directory / "01_broken.ipynb").write_text(json.dumps(nb))
+    path.write_text(json.dumps(nb))
+
+
+def _broken_chapter(directory: Path, code: str) -> Path:
+    """A chapters directory holding one chapter whose third cell runs ``code``."""
+    directory.mkdir()
+    _write_chapter(directory / "01_broken.ipynb", code)
     return directory
 
 
@@ -206,6 +212,21 @@ def test_hanging_cell_fails_the_build(tmp_path: Path) -> None:
     assert f"chapter failed: {chapters / '01_broken.ipynb'}" in log, log[-3000:]
     assert "timed out" in log and "time.sleep(60)" in log, log[-3000:]
     assert time.monotonic() - start < 50
+
+
+def test_a_second_build_runs_only_the_chapter_that_changed(tmp_path: Path) -> None:
+    chapters = _broken_chapter(tmp_path / "chapters", "print('first version')")
+    _write_chapter(chapters / "02_other.ipynb", "print('unchanged')")
+    out = tmp_path / "html"
+    first = run_build(out, "--chapters", str(chapters))
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    assert "01_broken.ipynb: executed" in first.stdout and "02_other.ipynb: executed" in first.stdout
+
+    _write_chapter(chapters / "01_broken.ipynb", "print('second version')")
+    second = run_build(out, "--chapters", str(chapters))
+    assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
+    assert "01_broken.ipynb: executed" in second.stdout and "02_other.ipynb: executed" not in second.stdout
+    assert "second version" in (out / "notebooks" / "01_broken.html").read_text()
 
 
 # --- in the browser -----------------------------------------------------------------------

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from autograder.course import list_assignments, source_notebook
 from autograder.student_copy import make_student_copy
@@ -73,3 +76,21 @@ def test_chapters_link_to_release_not_source(copy):
     for path in (copy / "notebooks").glob("*.ipynb"):
         text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
         assert "source/" not in text.replace("open-source", ""), f"{path.name} points students to source/"
+
+
+def test_the_copy_builds_its_book_without_the_grader(copy, tmp_path):
+    """``make book`` in a student's copy, where ``autograder`` (the instructor's side) cannot be imported."""
+    chapters = tmp_path / "chapters"
+    chapters.mkdir()
+    chapter = new_notebook(cells=[new_markdown_cell("# 1. Tiny\n\n*About 1 minutes.*"),
+                                  new_code_cell("print('ran without the grader')")],
+                           metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(chapter, str(chapters / "01_tiny.ipynb"))
+    out = tmp_path / "html"
+    code = ("import runpy, sys; sys.modules['autograder'] = None; "
+            f"sys.argv = ['build.py', '--chapters', {str(chapters)!r}, '--out', {str(out)!r}]; "
+            "runpy.run_path('book/build.py', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=copy, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "one chapter at a time" in proc.stdout and "01_tiny.ipynb: executed" in proc.stdout
+    assert "ran without the grader" in (out / "notebooks" / "01_tiny.html").read_text()

@@ -2,21 +2,28 @@
 
 The grader's kernel manager forks each kernel from a process that imported torch and
 ipykernel; jupyter must still see an ordinary kernel: its own environment and working
-directory, interrupts that reach it, a shutdown that leaves no process behind.
+directory, interrupts that reach it, a shutdown that leaves no process behind. Its client
+notices a reply even when pyzmq's asyncio poll is not woken for it.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
+from queue import Empty
 
+import pytest
+import zmq
+import zmq.asyncio
+from jupyter_client.session import Session
 from nbclient import NotebookClient
 from nbclient.util import run_sync
 from nbformat.v4 import new_code_cell, new_notebook
 
 import autograder.warm_kernels as warm_kernels
 from autograder.processes import alive, become_subreaper
-from autograder.warm_kernels import WarmKernelManager, template
+from autograder.warm_kernels import POLL_SLICE_S, WakefulChannel, WarmKernelManager, template
 
 PROBE = ("import os, sys\n"
          "print(os.getpid(), os.getppid(), 'torch' in sys.modules, os.getcwd(), "
@@ -85,3 +92,41 @@ def test_a_killed_kernel_leaves_no_scratch_directory(tmp_path: Path) -> None:
     scratch = Path(nb.cells[0].outputs[0].text.strip())
     assert scratch.parent == kernel_tmpdir
     assert not kernel_tmpdir.exists()
+
+
+class UnwokenSocket(zmq.asyncio.Socket):
+    """A socket whose ``poll`` is not woken by an arriving message: it sees one only when its timeout ends."""
+
+    arrives_at = 0.0  # time.monotonic() from which the message is there
+    frames: list[bytes] = []
+
+    async def poll(self, timeout=None, flags=zmq.POLLIN):  # noqa: ANN001
+        if timeout:
+            await asyncio.sleep(timeout / 1000)
+        return zmq.POLLIN if time.monotonic() >= self.arrives_at else 0
+
+    async def recv_multipart(self, *args, **kwargs):  # noqa: ANN002, ANN003
+        return self.frames
+
+
+def test_a_reply_is_noticed_even_when_the_poll_is_not_woken() -> None:
+    """A reply that arrives 0.1 s into a 30 s wait is read within a slice, not after 30 s."""
+    session = Session()
+    context = zmq.asyncio.Context()
+    socket = UnwokenSocket(context, zmq.PAIR)
+    socket.frames = session.serialize(session.msg("execute_reply", {"status": "ok"}))
+    try:
+        socket.arrives_at = time.monotonic() + 0.1
+        start = time.monotonic()
+        reply = asyncio.run(WakefulChannel(socket, session).get_msg(timeout=30))
+        assert reply["msg_type"] == "execute_reply"
+        assert time.monotonic() - start < 0.1 + 4 * POLL_SLICE_S
+
+        socket.arrives_at = float("inf")  # nothing comes: the timeout still holds
+        start = time.monotonic()
+        with pytest.raises(Empty):
+            asyncio.run(WakefulChannel(socket, session).get_msg(timeout=1))
+        assert 1 <= time.monotonic() - start < 1 + 4 * POLL_SLICE_S
+    finally:
+        socket.close(linger=0)
+        context.term()
