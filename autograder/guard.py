@@ -30,7 +30,8 @@ It also contains faults to the cell they happen in:
    (:mod:`autograder.warm_kernels`), and their ranks from one forkserver the grader shares
    with every kernel (:func:`helpers.cluster.share_forkserver`): both once per grading
    process instead of once per kernel. No notebook code runs in either; a rank that kills
-   the forkserver costs only speed (the next kernel starts its own).
+   the forkserver costs only speed (the next kernel starts its own). Tracebacks are IPython's
+   ``Plain`` ones (each frame's line, no context lines): the default ones cost 20-40 ms each.
 8. **Leftover processes.** Every process started below the grader during grading, even
    one started in a new session, is ended when grading ends (:mod:`autograder.processes`).
 9. **Kernels that do not start.** A kernel that dies or does not answer before any notebook
@@ -122,6 +123,10 @@ class GuardedExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", WarmKernelManager)  # kernels forked from a warm template
         super().__init__(*args, **kwargs)
+        if not any(arg.startswith("--InteractiveShell.xmode") for arg in self.extra_arguments):
+            # IPython's default tracebacks (context lines, highlighting) cost 20-40 ms each; feedback
+            # shows only "ename: evalue" (autograder.feedback), the autograded notebook every frame.
+            self.extra_arguments = [*self.extra_arguments, "--InteractiveShell.xmode=Plain"]
 
     def preprocess(self, nb, resources, km=None):  # noqa: D102 - see the module docstring
         codes = [c.source for c in nb.cells if c.cell_type == "code"]

@@ -21,17 +21,22 @@ or a builtin such as ``print`` standing in for a check. This backs up
 from __future__ import annotations
 
 import builtins
+import operator
 import sys
 import types
 import warnings
+from itertools import repeat
 from typing import Any
 
 WATCHED_PACKAGES = ("builtins", "math", "operator", "functools", "copy", "pickle", "cloudpickle",
                     "torch", "numpy", "helpers", "autograder")
 
-_modules: dict[str, dict[str, int]] = {}
-_classes: dict[int, tuple[str, type, dict[str, int]]] = {}
+# What the first check saw, kept as the objects themselves (so no id is reused): for a module
+# its watched (name, value) pairs; for a class every attribute name, and its methods' pairs.
+_modules: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
+_classes: dict[int, tuple[str, type, tuple[str, ...], tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]] = {}
 _hooks: dict[str, Any] = {}
+_MISSING = object()
 
 
 def _watched_module(name: str) -> bool:
@@ -42,14 +47,18 @@ def _watched_value(name: str, value: Any) -> bool:
     return callable(value) or isinstance(value, types.ModuleType) or (name.isupper() and not name.startswith("_"))
 
 
-def _module_fingerprint(module: types.ModuleType) -> dict[str, int]:
-    namespace = getattr(module, "__dict__", {})
-    return {k: id(v) for k, v in list(namespace.items()) if _watched_value(k, v)}
+def _pairs(namespace: Any, keep: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    kept = [(k, v) for k, v in list(namespace.items()) if keep(k, v)]
+    return tuple(k for k, _ in kept), tuple(v for _, v in kept)
 
 
-def _class_fingerprint(cls: type) -> dict[str, int]:
-    return {k: id(v) for k, v in list(vars(cls).items())
-            if callable(v) or isinstance(v, (staticmethod, classmethod, property))}
+def _unchanged(namespace: Any, names: tuple[str, ...], values: tuple[Any, ...]) -> bool:
+    """Whether ``namespace`` still binds each of ``names`` to the same object (a loop in C: this runs after every cell)."""
+    return all(map(operator.is_, map(namespace.get, names, repeat(_MISSING)), values))
+
+
+def _method(name: str, value: Any) -> bool:
+    return callable(value) or isinstance(value, (staticmethod, classmethod, property))
 
 
 def _from_notebook(function: Any) -> bool:
@@ -110,34 +119,39 @@ def _record_new() -> None:
     for name, module in list(sys.modules.items()):
         if module is None or name in _modules or not _watched_module(name):
             continue
-        _modules[name] = _module_fingerprint(module)
+        _modules[name] = _pairs(getattr(module, "__dict__", {}), _watched_value)
         for value in list(getattr(module, "__dict__", {}).values()):
             if (isinstance(value, type) and id(value) not in _classes
                     and _watched_module(getattr(value, "__module__", "") or "")):
-                _classes[id(value)] = (f"{value.__module__}.{value.__qualname__}", value, _class_fingerprint(value))
+                _classes[id(value)] = (f"{value.__module__}.{value.__qualname__}", value,
+                                       *_pairs(vars(value), lambda k, v: True), *_pairs(vars(value), _method))
 
 
 def _changes() -> list[str]:
     found = []
-    for name, before in _modules.items():
+    for name, (names, values) in _modules.items():
         module = sys.modules.get(name)
         if module is None:
             found.append(f"module {name} was removed from sys.modules")
             continue
         namespace = getattr(module, "__dict__", {})
-        for attr, ident in before.items():
+        if _unchanged(namespace, names, values):
+            continue
+        for attr, value in zip(names, values):
             if attr not in namespace:
                 found.append(f"{name}.{attr} was deleted")
-            elif id(namespace[attr]) != ident and _students(namespace[attr]):
+            elif namespace[attr] is not value and _students(namespace[attr]):
                 found.append(f"{name}.{attr} was replaced")
-    for label, cls, before in _classes.values():
+    for label, cls, all_names, all_values, names, values in _classes.values():
         now = vars(cls)
-        for attr, ident in before.items():
+        if len(now) == len(all_names) and _unchanged(now, all_names, all_values):
+            continue  # the same attributes, each bound to the same object
+        for attr, value in zip(names, values):
             if attr not in now:
                 found.append(f"{label}.{attr} was deleted")
-            elif id(now[attr]) != ident and _students(now[attr]):
+            elif now[attr] is not value and _students(now[attr]):
                 found.append(f"{label}.{attr} was replaced")
-        for attr in now.keys() - before.keys():
+        for attr in now.keys() - set(names):
             if callable(now[attr]) and _students(now[attr]):
                 found.append(f"{label}.{attr} was added")
     hooks = _shell_hooks()

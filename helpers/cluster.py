@@ -143,7 +143,8 @@ LESSON_MODULES = (
     "helpers.prefetch", "helpers.restart",
 )
 RANK_PRELOAD = ("helpers._worker", *LESSON_MODULES,
-                "torch.distributed.optim", "torch.distributed.fsdp", "torch.distributed.checkpoint")
+                "torch.distributed.optim", "torch.distributed.fsdp", "torch.distributed.checkpoint",
+                "torch.distributed.algorithms.ddp_comm_hooks", "torch.utils.serialization")
 
 
 def _context() -> mp.context.ForkServerContext:
