@@ -21,6 +21,8 @@ or a builtin such as ``print`` standing in for a check. This backs up
 from __future__ import annotations
 
 import builtins
+import ctypes
+import gc
 import operator
 import sys
 import types
@@ -32,11 +34,59 @@ WATCHED_PACKAGES = ("builtins", "math", "operator", "functools", "copy", "pickle
                     "torch", "numpy", "helpers", "autograder")
 
 # What the first check saw, kept as the objects themselves (so no id is reused): for a module
-# its watched (name, value) pairs; for a class every attribute name, and its methods' pairs.
+# its watched (name, value) pairs; for a class its namespace, every attribute and its methods.
 _modules: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
-_classes: dict[int, tuple[str, type, tuple[str, ...], tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]] = {}
+_classes: dict[int, tuple[str, Any, tuple[str, ...], tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]] = {}
 _hooks: dict[str, Any] = {}
 _MISSING = object()
+
+# CPython 3.11 gives each dict a version (PEP 509, ``ma_version_tag``) that changes whenever
+# the dict is modified. A namespace whose version is the one it had when last compared in
+# full cannot have changed, so the check after each cell compares only modified namespaces
+# (about 1 ms instead of 30 ms for torch's 5000 namespaces). Where versions are unavailable
+# or misbehave (the self-test below), every namespace is compared in full, as before.
+_VERSION_OFFSET = 24  # bytes into a PyDictObject: ob_refcnt, ob_type and ma_used come first
+_compared: dict[int, tuple[dict, int]] = {}  # id(namespace) -> (namespace, version at its last full comparison)
+
+
+def _version(namespace: dict) -> int:
+    return ctypes.c_uint64.from_address(id(namespace) + _VERSION_OFFSET).value
+
+
+def _versions_mark_every_change() -> bool:
+    """Whether a dict's version changes on insert, replace and delete, and only then (a self-test)."""
+    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+        return False
+    probe = {"kept": object()}
+    versions = [_version(probe)]
+    for change in (lambda: probe.update(kept=object()), lambda: probe.update(new=1), lambda: probe.pop("new")):
+        change()
+        versions.append(_version(probe))
+    return len(set(versions)) == len(versions) and _version(probe) == versions[-1]
+
+
+_VERSIONED = _versions_mark_every_change()
+
+
+def _untouched(namespace: dict) -> bool:
+    """Whether ``namespace`` was not modified since it was last compared in full (False if unknown)."""
+    last = _compared.get(id(namespace))
+    return _VERSIONED and last is not None and last[0] is namespace and _version(namespace) == last[1]
+
+
+def _compared_now(namespace: dict, version: int | None) -> None:
+    if version is not None:
+        _compared[id(namespace)] = (namespace, version)
+
+
+def _dict_version(namespace: Any) -> int | None:
+    return _version(namespace) if _VERSIONED and type(namespace) is dict else None
+
+
+def _class_dict(cls: type) -> Any:
+    """The dict behind ``vars(cls)`` (a read-only proxy of it)."""
+    inner = gc.get_referents(vars(cls))
+    return inner[0] if len(inner) == 1 and type(inner[0]) is dict else vars(cls)
 
 
 def _watched_module(name: str) -> bool:
@@ -119,12 +169,18 @@ def _record_new() -> None:
     for name, module in list(sys.modules.items()):
         if module is None or name in _modules or not _watched_module(name):
             continue
-        _modules[name] = _pairs(getattr(module, "__dict__", {}), _watched_value)
-        for value in list(getattr(module, "__dict__", {}).values()):
+        namespace = getattr(module, "__dict__", {})
+        version = _dict_version(namespace)
+        _modules[name] = _pairs(namespace, _watched_value)
+        _compared_now(namespace, version)
+        for value in list(namespace.values()):
             if (isinstance(value, type) and id(value) not in _classes
                     and _watched_module(getattr(value, "__module__", "") or "")):
-                _classes[id(value)] = (f"{value.__module__}.{value.__qualname__}", value,
-                                       *_pairs(vars(value), lambda k, v: True), *_pairs(vars(value), _method))
+                now = _class_dict(value)
+                version = _dict_version(now)
+                _classes[id(value)] = (f"{value.__module__}.{value.__qualname__}", now,
+                                       tuple(now), tuple(now.values()), *_pairs(now, _method))
+                _compared_now(now, version)
 
 
 def _changes() -> list[str]:
@@ -135,25 +191,32 @@ def _changes() -> list[str]:
             found.append(f"module {name} was removed from sys.modules")
             continue
         namespace = getattr(module, "__dict__", {})
-        if _unchanged(namespace, names, values):
+        if _untouched(namespace):
             continue
-        for attr, value in zip(names, values):
-            if attr not in namespace:
-                found.append(f"{name}.{attr} was deleted")
-            elif namespace[attr] is not value and _students(namespace[attr]):
-                found.append(f"{name}.{attr} was replaced")
-    for label, cls, all_names, all_values, names, values in _classes.values():
-        now = vars(cls)
-        if len(now) == len(all_names) and _unchanged(now, all_names, all_values):
-            continue  # the same attributes, each bound to the same object
-        for attr, value in zip(names, values):
-            if attr not in now:
-                found.append(f"{label}.{attr} was deleted")
-            elif now[attr] is not value and _students(now[attr]):
-                found.append(f"{label}.{attr} was replaced")
-        for attr in now.keys() - set(names):
-            if callable(now[attr]) and _students(now[attr]):
-                found.append(f"{label}.{attr} was added")
+        version, before = _dict_version(namespace), len(found)
+        if not _unchanged(namespace, names, values):
+            for attr, value in zip(names, values):
+                if attr not in namespace:
+                    found.append(f"{name}.{attr} was deleted")
+                elif namespace[attr] is not value and _students(namespace[attr]):
+                    found.append(f"{name}.{attr} was replaced")
+        if len(found) == before:  # a change is reported again by every later check
+            _compared_now(namespace, version)
+    for label, now, all_names, all_values, names, values in _classes.values():  # a class's dict is never replaced
+        if _untouched(now):
+            continue
+        version, before = _dict_version(now), len(found)
+        if len(now) != len(all_names) or not _unchanged(now, all_names, all_values):
+            for attr, value in zip(names, values):
+                if attr not in now:
+                    found.append(f"{label}.{attr} was deleted")
+                elif now[attr] is not value and _students(now[attr]):
+                    found.append(f"{label}.{attr} was replaced")
+            for attr in now.keys() - set(names):
+                if callable(now[attr]) and _students(now[attr]):
+                    found.append(f"{label}.{attr} was added")
+        if len(found) == before:
+            _compared_now(now, version)
     hooks = _shell_hooks()
     for key in sorted(hooks.keys() | _hooks.keys()):
         if hooks.get(key) != _hooks.get(key):
