@@ -36,7 +36,7 @@ WATCHED_PACKAGES = ("builtins", "math", "operator", "functools", "copy", "pickle
 # What the first check saw, kept as the objects themselves (so no id is reused): for a module
 # its watched (name, value) pairs; for a class its namespace, every attribute and its methods.
 _modules: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
-_classes: dict[int, tuple[str, Any, tuple[str, ...], tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]] = {}
+_classes: dict[int, tuple[str, type, Any, tuple[str, ...], tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]] = {}
 _hooks: dict[str, Any] = {}
 _MISSING = object()
 
@@ -167,20 +167,54 @@ def _shell() -> Any:
 def _record_new() -> None:
     """Fingerprint watched modules and their classes not seen before."""
     for name, module in list(sys.modules.items()):
-        if module is None or name in _modules or not _watched_module(name):
-            continue
-        namespace = getattr(module, "__dict__", {})
-        version = _dict_version(namespace)
-        _modules[name] = _pairs(namespace, _watched_value)
-        _compared_now(namespace, version)
-        for value in list(namespace.values()):
-            if (isinstance(value, type) and id(value) not in _classes
-                    and _watched_module(getattr(value, "__module__", "") or "")):
-                now = _class_dict(value)
-                version = _dict_version(now)
-                _classes[id(value)] = (f"{value.__module__}.{value.__qualname__}", now,
-                                       tuple(now), tuple(now.values()), *_pairs(now, _method))
-                _compared_now(now, version)
+        if module is not None and name not in _modules and _watched_module(name):
+            _record_module(name, module)
+
+
+def _record_module(name: str, module: types.ModuleType) -> None:
+    """Fingerprint one module as it is now, and its classes not fingerprinted yet."""
+    namespace = getattr(module, "__dict__", {})
+    version = _dict_version(namespace)
+    _modules[name] = _pairs(namespace, _watched_value)
+    _compared_now(namespace, version)
+    for value in list(namespace.values()):
+        if (isinstance(value, type) and id(value) not in _classes
+                and _watched_module(getattr(value, "__module__", "") or "")):
+            _record_class(value)
+
+
+def _record_class(cls: type) -> None:
+    now = _class_dict(cls)
+    version = _dict_version(now)
+    _classes[id(cls)] = (f"{cls.__module__}.{cls.__qualname__}", cls, now, tuple(now), tuple(now.values()),
+                         *_pairs(now, _method))
+    _compared_now(now, version)
+
+
+def fingerprint_imported() -> None:
+    """Fingerprint the modules imported so far, for processes forked from this one.
+
+    The grader's kernel template calls this before it forks kernels. A kernel's first
+    :func:`check` then re-takes the fingerprint only of the namespaces modified since (their
+    dict version changed: IPython's start-up, for one, removes ``builtins.exit``); the others
+    are exactly as fingerprinted. The result is the fingerprint a fresh first check would take.
+    """
+    with warnings.catch_warnings():  # deprecated module attributes warn when touched
+        warnings.simplefilter("ignore")
+        _record_new()
+
+
+def _refresh_inherited() -> None:
+    """The first check in a forked process: the fingerprint of now, reusing the untouched namespaces'."""
+    for name in list(_modules):
+        module = sys.modules.get(name)
+        if module is None:
+            del _modules[name]
+        elif not _untouched(getattr(module, "__dict__", {})):
+            _record_module(name, module)
+    for _, cls, now, *_ in list(_classes.values()):
+        if not _untouched(now):
+            _record_class(cls)
 
 
 def _changes() -> list[str]:
@@ -202,7 +236,7 @@ def _changes() -> list[str]:
                     found.append(f"{name}.{attr} was replaced")
         if len(found) == before:  # a change is reported again by every later check
             _compared_now(namespace, version)
-    for label, now, all_names, all_values, names, values in _classes.values():  # a class's dict is never replaced
+    for label, _, now, all_names, all_values, names, values in _classes.values():  # a class's dict is never replaced
         if _untouched(now):
             continue
         version, before = _dict_version(now), len(found)
@@ -234,6 +268,7 @@ def check() -> str:
 def _check() -> str:
     if not _hooks:
         _hooks.update(_shell_hooks())
+        _refresh_inherited()
         _record_new()
         return ""
     found = _changes()

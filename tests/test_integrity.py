@@ -67,3 +67,16 @@ def test_a_library_rebinding_is_not_the_students(watched) -> None:
     assert integrity.check() == ""
     watched.allclose = _from_a_cell()  # a later change to the same namespace is still compared
     assert integrity.check() == "helpers.integrity_target.allclose was replaced"
+
+
+def test_a_fork_takes_the_fingerprint_of_its_first_check(watched) -> None:
+    """The kernel template fingerprints before forking; what changed before a kernel's first check is not a change."""
+    for name in ("_modules", "_classes", "_hooks", "_compared"):
+        getattr(integrity, name).clear()
+    integrity.fingerprint_imported()  # in the template
+    del watched.allclose  # the kernel's start-up, before the first check (as IPython removes builtins.exit)
+    watched.Checker.verify = lambda self: True
+    assert integrity.check() == ""  # the kernel's first check: the state it starts from
+    watched.Checker.verify = _from_a_cell()
+    watched.allclose = _from_a_cell()
+    assert integrity.check() == "helpers.integrity_target.Checker.verify was replaced"
