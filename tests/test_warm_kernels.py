@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from queue import Empty
@@ -130,3 +133,38 @@ def test_a_reply_is_noticed_even_when_the_poll_is_not_woken() -> None:
     finally:
         socket.close(linger=0)
         context.term()
+
+
+GRADER = """
+import sys, time
+from jupyter_client.utils import run_sync
+from autograder.processes import become_subreaper
+from autograder.warm_kernels import WarmKernelManager, template
+become_subreaper()
+template()
+manager = WarmKernelManager(kernel_name="python3")
+run_sync(manager.start_kernel)()
+print(manager.provisioner.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_forked_kernel_ends_when_its_grader_is_killed(tmp_path: Path) -> None:
+    """As jupyter's own kernels do (JPY_PARENT_PID), though the template imported ipykernel before it was set."""
+    become_subreaper()  # the orphaned kernel comes to this process, as it would to a grader's parent
+    grader = subprocess.Popen([sys.executable, "-c", GRADER], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    kernel = int(grader.stdout.readline())
+    time.sleep(2)  # the kernel has started its parent poller
+    grader.kill()
+    grader.wait()
+    deadline = time.monotonic() + 15
+    while alive(kernel) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    ended = not alive(kernel)
+    if not ended:
+        os.kill(kernel, signal.SIGKILL)
+    try:
+        os.waitpid(kernel, 0)
+    except ChildProcessError:
+        pass
+    assert ended, "the kernel outlived its grader"
