@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -144,7 +145,7 @@ become_subreaper()
 template()
 manager = WarmKernelManager(kernel_name="python3")
 run_sync(manager.start_kernel)()
-print(manager.provisioner.pid, flush=True)
+print(manager.provisioner.pid, manager.kernel_tmpdir, flush=True)
 time.sleep(600)
 """
 
@@ -153,7 +154,8 @@ def test_a_forked_kernel_ends_when_its_grader_is_killed(tmp_path: Path) -> None:
     """As jupyter's own kernels do (JPY_PARENT_PID), though the template imported ipykernel before it was set."""
     become_subreaper()  # the orphaned kernel comes to this process, as it would to a grader's parent
     grader = subprocess.Popen([sys.executable, "-c", GRADER], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
-    kernel = int(grader.stdout.readline())
+    pid, scratch = grader.stdout.readline().split()
+    kernel = int(pid)
     time.sleep(2)  # the kernel has started its parent poller
     grader.kill()
     grader.wait()
@@ -167,4 +169,5 @@ def test_a_forked_kernel_ends_when_its_grader_is_killed(tmp_path: Path) -> None:
         os.waitpid(kernel, 0)
     except ChildProcessError:
         pass
+    shutil.rmtree(scratch, ignore_errors=True)  # the killed grader could not remove the kernel's TMPDIR
     assert ended, "the kernel outlived its grader"
