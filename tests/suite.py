@@ -2,7 +2,7 @@
 
     python tests/suite.py [--check-jobs N] [--check-budget SECONDS]
 
-1. ``autograder release --check`` and ``autograder store --check`` (seconds);
+1. ``autograder release --check`` and ``autograder store --check``, at once (seconds);
 2. pytest, all but the tests marked ``alone``, and at the same time the course check
    (``autograder check``): pytest waits on browsers, kernels and time limits much of the
    time, and the check's gradings fill the cores meanwhile. The check's report goes to
@@ -42,6 +42,20 @@ def run(command: list[str]) -> int:
     return finish(subprocess.Popen(command, cwd=ROOT))
 
 
+def run_at_once(commands: dict[str, list[str]]) -> dict[str, int]:
+    """Start every command, then wait for all; each one's exit status by name.
+
+    For short checks that each keep one core busy (release --check and store --check).
+    """
+    processes = {name: subprocess.Popen(command, cwd=ROOT) for name, command in commands.items()}
+    try:
+        return {name: process.wait() for name, process in processes.items()}
+    except KeyboardInterrupt:
+        for process in processes.values():
+            process.wait()
+        raise
+
+
 def pytest(*args: str) -> int:
     """pytest on ``tests/`` with ``args``; 'no tests collected' counts as a failure."""
     code = run([sys.executable, "-m", "pytest", "tests", "--durations=20", *args])
@@ -76,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-jobs", type=int, default=3, help="gradings the course check runs at once")
     parser.add_argument("--check-budget", type=float, default=900, help="seconds of grading per assignment")
     args = parser.parse_args(argv)
-    codes = {
-        "release --check": run([sys.executable, "-m", "autograder", "release", "--check"]),
-        "store --check": run([sys.executable, "-m", "autograder", "store", "--check"]),
-    }
+    codes = run_at_once({
+        "release --check": [sys.executable, "-m", "autograder", "release", "--check"],
+        "store --check": [sys.executable, "-m", "autograder", "store", "--check"],
+    })
     codes["pytest"], codes["course check"] = pytest_beside_check(args.check_jobs, args.check_budget)
     codes["pytest -m alone"] = pytest("-m", "alone")
     failed = [name for name, code in codes.items() if code != 0]

@@ -1,6 +1,7 @@
 """tests/suite.py, what ``make test`` runs: every part's failure fails the whole, 'no tests' included."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -25,6 +26,7 @@ class Commands:
 def commands(monkeypatch) -> Commands:
     fake = Commands()
     monkeypatch.setattr(suite, "run", fake.run)
+    monkeypatch.setattr(suite, "run_at_once", lambda named: {name: fake.run(c) for name, c in named.items()})
     monkeypatch.setattr(suite, "pytest_beside_check",
                         lambda jobs, budget: (suite.pytest("-m", "not alone"), fake.exits.get("course check", 0)))
     return fake
@@ -48,3 +50,12 @@ def test_no_tests_collected_is_a_failure(commands: Commands, capsys) -> None:
     assert suite.main([]) == 1
     out = capsys.readouterr().out
     assert "collected no tests: failing" in out and "FAILED: pytest -m alone" in out
+
+
+def test_run_at_once_runs_the_commands_together_and_returns_each_exit_status(tmp_path) -> None:
+    flag = tmp_path / "second-started"
+    # The first waits (at most 60 s) for a file only the second writes: run one after the other, it exits 1.
+    waits = f"import pathlib, sys, time\nfor _ in range(1200):\n    if pathlib.Path({str(flag)!r}).exists(): sys.exit(0)\n    time.sleep(0.05)\nsys.exit(1)"
+    writes = f"import pathlib, sys; pathlib.Path({str(flag)!r}).touch(); sys.exit(3)"
+    codes = suite.run_at_once({"waits": [sys.executable, "-c", waits], "writes": [sys.executable, "-c", writes]})
+    assert codes == {"waits": 0, "writes": 3}
