@@ -2,18 +2,16 @@
 
 :class:`GuardedExecute` replaces nbgrader's ``Execute`` in the course's autograde pipeline
 (``autograder/nbgrader_config.py``), so ``nbgrader autograde`` and ``python -m autograder``
-grade the same way. Around nbgrader's own cell-by-cell execution it adds three things:
+grade the same way. Around nbgrader's own cell-by-cell execution it adds:
 
-1. **Refusal.** A student cell (a solution cell or any cell without a lock) whose code
-   :func:`autograder.policy.refusal` rejects is not run; it gets an error output naming the
-   line and the construct, and whatever it defined is missing when the tests run.
-2. **Trusted names.** Before every test cell the notebook's locked import cell (grade_id
-   ``imports``, restored from the gradebook by nbgrader) runs again, silently, so names like
-   ``run`` or ``torch`` mean what the tests expect even if a student cell rebound them.
-3. **Integrity.** After every cell :func:`autograder.integrity.check` runs through the
-   kernel's ``user_expressions`` (no input transformer applies). If a cell changed a
-   watched function, class method, transformer or hook, that cell's test (when it is one)
-   and every later test cell score 0 with a message naming the cell and the change.
+1. **Verdicts outside the kernel.** A graded test cell whose code is the course's own (the
+   gradebook's copy, :func:`trusted_sources`) never runs in the student's kernel: it runs in
+   this process (:mod:`autograder.verdicts`), where the notebook's functions are stand-ins
+   whose calls the kernel answers with plain data only. References, hidden cases' expected
+   values and the checks never enter the kernel, and a cell scores by what happens here.
+2. **Refusal, as a teaching signal.** A student cell (a solution cell or any cell without a
+   lock) whose code :func:`autograder.policy.refusal` rejects is not run; it gets an error
+   output naming the line and the construct. It is not what keeps grades honest (1 is).
 
 It also contains faults to the cell they happen in:
 
@@ -41,15 +39,16 @@ It also contains faults to the cell they happen in:
 """
 from __future__ import annotations
 
-import ast
 import os
 import time
+import traceback
 from contextlib import contextmanager
 from typing import Iterator
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute
 
 from helpers.cluster import SHARED_FORKSERVER_ENV, share_forkserver
@@ -57,12 +56,12 @@ from helpers.cluster import SHARED_FORKSERVER_ENV, share_forkserver
 from .budget import cell_limit
 from .policy import imported_names, refusal
 from .processes import Descendants, become_subreaper
+from .verdicts import KernelTimeout, TestCells
 from .warm_kernels import WarmKernelManager
 from .warm_kernels import template as kernel_template
 
 IMPORTS_GRADE_ID = "imports"
-PROBE = "__import__('autograder.integrity', fromlist=['check']).check()"
-PROBE_TIMEOUT_S = 60
+QUIET_TIMEOUT_S = 60  # seconds a replayed cell may take in a fresh kernel
 START_ATTEMPTS = 3  # kernels tried before a grading gives up (each waits nbclient's startup_timeout)
 INTERRUPT_REPLY_S = 20  # seconds an interrupted kernel may take to answer (ending its ranks, on a loaded machine)
 TIME_LIMIT = "TimeLimitExceeded"
@@ -118,7 +117,7 @@ def _environ(name: str, value: str) -> Iterator[None]:
 
 
 class GuardedExecute(Execute):
-    """nbgrader's ``Execute`` with refusal of tampering cells, trusted imports and integrity checks."""
+    """nbgrader's ``Execute`` with test cells decided in this process and refusal of tampering cells."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", WarmKernelManager)  # kernels forked from a warm template
@@ -131,10 +130,13 @@ class GuardedExecute(Execute):
     def preprocess(self, nb, resources, km=None):  # noqa: D102 - see the module docstring
         codes = [c.source for c in nb.cells if c.cell_type == "code"]
         self._modules = imported_names(codes)
-        imports = [c for c in nb.cells if _meta(c).get("grade_id") == IMPORTS_GRADE_ID and _meta(c).get("locked")]
-        self._prelude = imports[0].source if imports else ""
-        self._broken: str | None = None
-        self._probed = False
+        self._trusted, self._trusted_tests = trusted_sources(resources or {})
+        imports = self._trusted.get(IMPORTS_GRADE_ID) if self._trusted is not None else None
+        if imports is None:
+            cells = [c for c in nb.cells if _meta(c).get("grade_id") == IMPORTS_GRADE_ID and _meta(c).get("locked")]
+            imports = cells[0].source if cells else ""
+        self._prelude = imports
+        self._tests: TestCells | None = None
         self._assignment = (resources or {}).get("nbgrader", {}).get("assignment")
         self._replay: list[str] = []  # earlier student and import cells, for a fresh kernel
         CELL_SECONDS.clear()
@@ -168,13 +170,8 @@ class GuardedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):  # noqa: D102
         if cell.cell_type != "code" or not cell.source.strip():
             return super().preprocess_cell(cell, resources, index)
-        if not self._probed:
-            self._probe(None, index)  # the fingerprint, taken before any student code runs
-            self._probed = True
-        graded_test = bool(_meta(cell).get("grade")) and not _meta(cell).get("solution")
-        if graded_test and self._broken:
-            cell.outputs = [_error_output("GradingRefused", self._broken)]
-            return cell, self.resources
+        if self._is_trusted_test(cell):
+            return self._decide(cell, index), self.resources
         if is_student_cell(cell):
             reason = refusal(cell.source, self._modules)
             if reason:
@@ -183,16 +180,57 @@ class GuardedExecute(Execute):
                     "code that could change how it checks your work; what this cell defines is missing.")]
                 self.log.warning("refused %s: %s", _label(cell, index), reason)
                 return cell, self.resources
-        if graded_test and self._prelude:
-            self._quiet(self._prelude, {})
         cell = self._execute(cell, index)
         stderr_as_stdout(cell.outputs)
-        if not graded_test and not any(o.output_type == "error" and o.ename == KERNEL_FAULT for o in cell.outputs):
+        if not any(o.output_type == "error" and o.ename == KERNEL_FAULT for o in cell.outputs):
             self._replay.append(cell.source)
-        self._probe(cell, index)
-        if graded_test and self._broken:
-            cell.outputs.append(_error_output("GradingRefused", self._broken))
         return cell, self.resources
+
+    def _is_trusted_test(self, cell: NotebookNode) -> bool:
+        """A graded test cell whose code is the course's own (from the gradebook when there is one)."""
+        meta = _meta(cell)
+        if not meta.get("grade") or meta.get("solution") or not meta.get("grade_id"):
+            return False
+        if self._trusted is None:  # not inside nbgrader autograde: the caller vouches for its notebook
+            return True
+        return self._trusted.get(meta["grade_id"]) == cell.source and meta["grade_id"] in self._trusted_tests
+
+    def _decide(self, cell: NotebookNode, index: int) -> NotebookNode:
+        """Run a test cell here, in the grader, against the kernel's names (autograder.verdicts)."""
+        gid = _meta(cell).get("grade_id")
+        limit = cell_limit(self._assignment, gid)
+        start = time.monotonic()
+        if self._tests is None:
+            self._tests = TestCells(self._prelude, self._ask)
+        printed, error = self._tests.run(cell.source, f"<test cell {gid}>", limit)
+        cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=printed)] if printed else []
+        if isinstance(error, KernelTimeout):
+            cell.outputs.append(_error_output(TIME_LIMIT, f"this cell exceeded its time limit of {limit} s"))
+        elif isinstance(error, DeadKernelError):
+            cell.outputs.append(_error_output(KERNEL_FAULT, "the kernel died in this cell; a fresh kernel graded "
+                                                            "the cells after it"))
+            self._fresh_kernel()
+        elif error is not None:
+            lines = traceback.format_exception_only(type(error), error)
+            ename = type(error).__name__
+            evalue = "".join(lines).strip().split(": ", 1)[-1] if ": " in "".join(lines) else ""
+            cell.outputs.append(NotebookNode(output_type="error", ename=ename, evalue=evalue,
+                                             traceback=[f"{ename}: {evalue}"]))
+        CELL_SECONDS[gid] = time.monotonic() - start
+        return cell
+
+    def _ask(self, expression: str, seconds: float) -> str:
+        """The kernel's value of ``expression`` as text; interrupt it and raise KernelTimeout after ``seconds``."""
+        try:
+            reply = self._quiet("", {"answer": expression}, seconds)
+        except TimeoutError:
+            run_sync(self.km.interrupt_kernel)()
+            raise KernelTimeout(f"no answer within {seconds:.0f} s") from None
+        result = reply.get("user_expressions", {}).get("answer", {})
+        if result.get("status") != "ok":
+            raise KernelTimeout("the kernel could not evaluate the grader's request") if reply.get("status") == "aborted" \
+                else RuntimeError(f"the kernel could not run the grader's request ({result.get('ename', 'error')})")
+        return result["data"]["text/plain"]
 
     def _execute(self, cell: NotebookNode, index: int) -> NotebookNode:
         """Run one cell within its time limit; a kernel fault costs this cell and restarts the kernel."""
@@ -223,37 +261,17 @@ class GuardedExecute(Execute):
         run_sync(self.km.restart_kernel)(now=True)
         self.kc.stop_channels()
         self.start_new_kernel_client()
-        self._probed = False
-        self._probe(None, 0)  # a new fingerprint, before student code runs again
-        self._probed = True
         for source in self._replay:
             try:
-                self._quiet(source, {})
+                self._quiet(source, {}, QUIET_TIMEOUT_S)
             except TimeoutError:
-                self.log.warning("a replayed cell did not finish within %d s", PROBE_TIMEOUT_S)
+                self.log.warning("a replayed cell did not finish within %d s", QUIET_TIMEOUT_S)
 
-    def _probe(self, cell: NotebookNode | None, index: int) -> None:
-        """Run the integrity check; remember the first failure."""
-        if self._broken:
-            return
-        where = "the start" if cell is None else _label(cell, index)
-        try:
-            reply = self._quiet("", {"integrity": PROBE})
-            result = reply["user_expressions"]["integrity"]
-            report = ast.literal_eval(result["data"]["text/plain"]) if result.get("status") == "ok" else \
-                f"the check itself failed ({result.get('ename', 'error')})"
-        except Exception as exc:  # noqa: BLE001 - a dead or deaf kernel cannot be trusted either
-            report = f"the kernel did not answer the grader's check ({type(exc).__name__})"
-        if report:
-            self._broken = (f"not graded: after {where} the kernel was changed in a way that could fake "
-                            f"results ({report}); tests from there on score 0")
-            self.log.warning("%s", self._broken)
-
-    async def _async_quiet(self, code: str, expressions: dict[str, str]) -> dict:
-        """Run ``code`` silently in the kernel and return the reply's content."""
+    async def _async_quiet(self, code: str, expressions: dict[str, str], seconds: float) -> dict:
+        """Run ``code`` silently in the kernel and return the reply's content (TimeoutError after ``seconds``)."""
         msg_id = await ensure_async(self.kc.execute(code, silent=True, store_history=False,
                                                     user_expressions=expressions, allow_stdin=False))
-        saved, self.timeout = self.timeout, PROBE_TIMEOUT_S
+        saved, self.timeout = self.timeout, max(1, int(seconds + 0.999))
         try:
             reply = await self.async_wait_for_reply(msg_id)
         finally:
@@ -263,3 +281,26 @@ class GuardedExecute(Execute):
         return reply["content"]
 
     _quiet = run_sync(_async_quiet)
+
+
+def trusted_sources(resources: dict) -> tuple[dict[str, str] | None, frozenset[str]]:
+    """(grade_id -> source of every locked cell the gradebook holds for this notebook, the test cells' grade_ids).
+
+    Outside nbgrader autograde (no gradebook in ``resources``) the sources are None.
+
+    Test cells run in the grader only with this code: a cell whose metadata claims a test's
+    grade_id but whose source differs (nbgrader restores locked cells, so only a damaged
+    submission gets here) runs in the kernel, like any student cell, and earns nothing.
+    """
+    info = resources.get("nbgrader", {})
+    if not all(info.get(k) for k in ("db_url", "assignment", "notebook")):
+        return None, frozenset()
+    try:
+        with Gradebook(info["db_url"]) as gb:
+            notebook = gb.find_notebook(info["notebook"], info["assignment"])
+            sources = {cell.name: cell.source for cell in notebook.source_cells if cell.locked}
+            solutions = {cell.name for cell in notebook.solution_cells}
+            tests = {cell.name for cell in notebook.grade_cells if cell.cell_type == "code"} - solutions
+    except MissingEntry:
+        return {}, frozenset()
+    return sources, frozenset(tests)

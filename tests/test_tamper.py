@@ -1,8 +1,11 @@
 """Tampering with the grader earns nothing; honest code scores what it earns (autograder.guard).
 
-Each attack is graded by real nbgrader autograde on a tiny assignment whose hidden test
-relies on ``math.isclose`` and on the name ``math`` from the locked import cell, so every
-attack below would score full marks if it worked. Fast: no torch in the kernel.
+Each attack is graded by real nbgrader autograde on a tiny assignment whose tests rely on
+``math.isclose`` and on the name ``math`` from the locked import cell, and whose first hidden
+test binds a name (``ref``) that would answer the second exercise: each attack below scored
+full marks while test cells ran in the student's kernel. Test cells now run in the grader
+(autograder.verdicts), so the answer is wrong and every attack scores 0. Fast: no torch in
+the kernel.
 """
 from __future__ import annotations
 
@@ -21,8 +24,12 @@ NAME = "00_tamper"
 IMPORTS = "import math"
 SOLUTION = "def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION"
 TEST = ("assert math.isclose(add(1, 2), 3)\n### BEGIN HIDDEN TESTS\n"
+        "import operator as ref\n"
         "assert math.isclose(add(2.5, 0.25), 2.75), 'add(2.5, 0.25) must be 2.75'\n"
         "assert math.isclose(add(-7, 7), 0.0)\n### END HIDDEN TESTS")
+SOLUTION_2 = "def times(a, b):\n    ### BEGIN SOLUTION\n    return a * b\n    ### END SOLUTION"
+TEST_2 = ("assert times(2, 3) == 6\n### BEGIN HIDDEN TESTS\n"
+          "assert math.isclose(times(2.5, -4), -10.0)\n### END HIDDEN TESTS")
 WRONG = "def add(a, b):\n    return 0"
 
 
@@ -33,6 +40,8 @@ def course(tmp_path_factory) -> Path:
         nbgrader_cell(IMPORTS, "imports"),
         nbgrader_cell(SOLUTION, "add", solution=True),
         nbgrader_cell(TEST, "test_add", points=3),
+        nbgrader_cell(SOLUTION_2, "times", solution=True),
+        nbgrader_cell(TEST_2, "test_times", points=1),
     ])
     return write_assignment(tmp_path_factory.mktemp("tamper"), NAME, nb)
 
@@ -43,26 +52,26 @@ def grader(course):
         yield scratch
 
 
-def _submission(grader, solution: str, extra: str | None = None):
-    """The release with ``solution`` in the answer cell and ``extra`` as a new cell after it."""
+def _submission(grader, solution: str, extra: str | None = None, after: str = "add"):
+    """The release with ``solution`` in the answer cell and ``extra`` as a new cell after cell ``after``."""
     nb = nbformat.from_dict(grader.release)
-    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "add")
-    answer.source = solution
+    cell = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+    cell["add"].source = solution
     if extra is not None:
-        nb.cells.insert(nb.cells.index(answer) + 1, new_code_cell(extra))
+        nb.cells.insert(nb.cells.index(cell[after]) + 1, new_code_cell(extra))
     return nb
 
 
 ATTACKS = {
     # one statement registering an input transformer that blanks every later cell
     "transformer": "get_ipython().input_transformers_cleanup.append(lambda lines: [])",
-    # the same, reached without any name or attribute the policy knows (the integrity check catches it)
+    # the same, reached without any name or attribute the policy knows
     "transformer_obfuscated": ("import operator\n"
                                "shell = operator.attrgetter('__glo' + 'bals__')(add)['get_' + 'ipython']()\n"
                                "operator.attrgetter('input_transformers_' + 'cleanup')(shell).append(lambda lines: [])"),
     "rebind_check": "math.isclose = lambda *a, **k: True",
     "rebind_check_setattr": "setattr(math, 'isclose', lambda *a, **k: True)",
-    # a persistent patch through an alias the policy cannot see (the integrity check catches it)
+    # a persistent patch through an alias the policy cannot see
     "rebind_obfuscated": ("import operator\n"
                           "m = operator.attrgetter('__glo' + 'bals__')(add)['ma' + 'th']\n"
                           "setattr(m, 'isclose', lambda *a, **k: True)"),
@@ -70,7 +79,15 @@ ATTACKS = {
     "always_equal": "class Same(float):\n    def __eq__(self, other):\n        return True",
     "delegate_to_autograder": "from autograder.lessons.costs import ring_allreduce_bytes",
     "unpickle_code": "import torch\nx = torch.load('payload.pt', weights_only=False)",
+    # cells the policy cannot parse: options to a cell magic, a __future__ that changes the grammar
+    "unparsed_magic": "%%timeit -n1 -r1 -q\nget_ipython().input_transformers_cleanup.append(lambda lines: [])",
+    "future_grammar": "from __future__ import barry_as_FLUFL\nassert 1 <> 2",
+    # the kernel's half of the grader, replaced: it answers every request with "3"
+    "forged_answers": ("import helpers.remote as r\n"
+                       "r.serve = lambda request: r.encode({'value': 3})"),
 }
+# Names a hidden test leaves behind: `ref` (bound by test_add's hidden block) answers `times`.
+LEFTOVER = "def times(a, b):\n    return ref.mul(a, b)"
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
@@ -80,7 +97,13 @@ def test_attack_scores_what_the_code_earns(grader, attack):
     assert result.score == 0, (attack, result.cells)
 
 
-@pytest.mark.parametrize("attack", ["transformer", "rebind_check", "transformer_obfuscated"])
+def test_names_a_hidden_test_binds_stay_in_the_grader(grader):
+    result = grader.grade(_submission(grader, WRONG, LEFTOVER, after="times"), "leftover")
+    assert result.score == 0, result.cells
+    assert "name 'ref' is not defined" in result.cells[1].message, result.cells[1]
+
+
+@pytest.mark.parametrize("attack", ["transformer", "rebind_check"])
 def test_refusal_is_reported_in_one_line(grader, attack):
     result = grader.grade(_submission(grader, WRONG, ATTACKS[attack]), f"report_{attack}")
     message = result.cells[0].message
@@ -89,7 +112,10 @@ def test_refusal_is_reported_in_one_line(grader, attack):
 
 def test_honest_code_with_harmless_extras_scores_full(grader):
     extra = "%timeit -n1 -r1 sum(range(10))\nimport sys\nprint(sys.float_info.epsilon)\nmath = None"
-    result = grader.grade(_submission(grader, "def add(a, b):\n    return a + b", extra), "honest")
+    honest = _submission(grader, "def add(a, b):\n    return a + b", extra)
+    answer = next(c for c in honest.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "times")
+    answer.source = "def times(a, b):\n    return a * b"
+    result = grader.grade(honest, "honest")
     assert result.full_marks, result.cells
 
 

@@ -1,0 +1,172 @@
+"""Test cells decided in the grader's process, never in the student's kernel.
+
+A graded test cell (visible and hidden tests) runs here, in a namespace that holds what the
+notebook's locked import cell imports. Every other name it uses is looked up in the kernel
+once per cell: a function or class the student defined becomes a :class:`helpers.remote.Remote`
+stand-in, a value (a numeric answer) is copied as plain data. Calling a stand-in, or sending
+it to the ranks with :func:`helpers.cluster.run`, runs the student's code in the kernel and
+brings back only plain data read with ``torch.load(weights_only=True)``; the references, the
+hidden cases' expected values and the checks stay in this process. What the kernel prints,
+raises or returns cannot make a test pass: a cell scores only if its code, run here, raises
+nothing.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import contextlib
+import io
+import time
+from typing import Any, Callable
+
+import cloudpickle
+import torch
+
+from helpers import remote
+from helpers.cluster import ClusterError, CollectiveMismatch, CollectiveTimeout, RankError
+from helpers.ledger import CollectiveRecord, Ledger
+
+# Exceptions the checks tell apart; any other one from the kernel arrives as NotebookError
+# (or as the builtin exception of that name).
+KNOWN_ERRORS = {cls.__name__: cls for cls in (ClusterError, RankError, CollectiveTimeout, CollectiveMismatch)}
+
+Ask = Callable[[str, float], str]  # (python expression, seconds) -> the text/plain of its value in the kernel
+
+
+class NotebookError(Exception):
+    """An exception raised by the notebook's code that the checks do not know by type."""
+
+
+class KernelTimeout(Exception):
+    """The kernel did not answer within the cell's time limit."""
+
+
+class Answer(Exception):
+    """What came back from the kernel was not plain data (the message says what)."""
+
+
+def _exception(name: str, message: str, attrs: dict) -> BaseException:
+    """The exception the kernel reported, rebuilt here from its name and text only."""
+    cls = KNOWN_ERRORS.get(name)
+    if cls is None:
+        candidate = getattr(builtins, name, None)
+        cls = candidate if isinstance(candidate, type) and issubclass(candidate, Exception) else None
+    if cls is None:
+        return NotebookError(f"{name}: {message}")
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, message)
+    unfinished = attrs.get("unfinished")
+    if cls is CollectiveTimeout:
+        exc.unfinished = [r for r in unfinished if type(r) is int] if type(unfinished) is list else []
+    return exc
+
+
+def decode(text: str) -> Any:
+    """The kernel's encoded answer (the repr of a base64 string) as plain data, or :class:`Answer`."""
+    try:
+        data = base64.b64decode(ast.literal_eval(text), validate=True)
+        with torch.serialization.safe_globals([CollectiveRecord]):
+            return torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - whatever the kernel sent, it is not an answer
+        raise Answer(f"the notebook's code returned something that is not plain data "
+                     f"(tensors, numbers, strings, lists, tuples, dicts): {str(exc)[:300]}") from None
+
+
+class Session:
+    """The grader's side of :mod:`helpers.remote` for one notebook: calls go to its kernel."""
+
+    def __init__(self, ask: Ask) -> None:
+        self.ask = ask
+        self.deadline = float("inf")
+
+    def call(self, kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
+        request = base64.b64encode(cloudpickle.dumps((kind, target, args, kwargs))).decode()
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise KernelTimeout("the cell's time ran out")
+        outcome = decode(self.ask(f"__import__('helpers.remote', fromlist=['serve']).serve({request!r})", left))
+        if type(outcome) is not dict or ("value" not in outcome and type(outcome.get("error")) is not str):
+            raise Answer("the kernel's answer has the wrong shape")
+        if "error" in outcome:
+            attrs = outcome.get("attrs") if type(outcome.get("attrs")) is dict else {}
+            raise _exception(outcome["error"], str(outcome.get("message", "")), attrs)
+        value = outcome["value"]
+        if kind == "run" and kwargs.get("ledger"):
+            return _with_ledger(value)
+        return value
+
+    def describe(self, names: list[str]) -> dict[str, Any]:
+        """For each name the notebook defines: a Remote stand-in (callables) or its plain value."""
+        bound: dict[str, Any] = {}
+        for name in names:
+            try:
+                info = self.call("describe", name, (), {})
+            except NameError:
+                continue  # not defined in the notebook: using it raises NameError here too
+            except Answer:
+                info = {"callable": True}  # not plain data: a stand-in, which fails where it is used
+            bound[name] = remote.Remote(name) if type(info) is not dict or info.get("callable", True) \
+                else info.get("value")
+        return bound
+
+
+def _with_ledger(value: Any) -> tuple[list, Ledger]:
+    """``(results, ledger)`` from the kernel's ``(results, per-rank records)``."""
+    ok = type(value) is tuple and len(value) == 2 and type(value[1]) is list and all(
+        type(rank) is list and all(type(r) is CollectiveRecord for r in rank) for rank in value[1])
+    if not ok:
+        raise Answer("the kernel's answer has no communication ledger")
+    return value[0], Ledger(value[1])
+
+
+def free_names(source: str) -> list[str]:
+    """Names ``source`` reads without defining them anywhere in the cell (sorted)."""
+    tree = ast.parse(source)
+    read, defined = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else defined).add(node.id)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            defined.add(node.name)
+    return sorted(read - defined)
+
+
+class TestCells:
+    """The namespace test cells of one notebook run in, in the grader's process."""
+
+    def __init__(self, prelude: str, ask: Ask) -> None:
+        self.session = Session(ask)
+        self.namespace: dict[str, Any] = {"__name__": "__grading__"}
+        self.from_notebook: set[str] = set()
+        self._run(prelude, "<the import cell>")
+
+    def _run(self, source: str, label: str) -> None:
+        exec(compile(source, label, "exec"), self.namespace)  # noqa: S102 - the course's own test code
+
+    def run(self, source: str, label: str, seconds: float) -> tuple[str, BaseException | None]:
+        """Run one test cell with at most ``seconds`` of kernel time; return (printed text, error or None)."""
+        for name in self.from_notebook:
+            self.namespace.pop(name, None)
+        self.session.deadline = time.monotonic() + seconds
+        printed = io.StringIO()
+        error: BaseException | None = None
+        saved, remote.session = remote.session, self.session
+        try:
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                wanted = [n for n in free_names(source) if n not in self.namespace and not hasattr(builtins, n)]
+                found = self.session.describe(wanted)
+                self.from_notebook = set(found)
+                self.namespace.update(found)
+                self._run(source, label)
+        except Exception as exc:  # noqa: BLE001 - a failing test is the cell's outcome
+            error = exc
+        finally:
+            remote.session = saved
+        return printed.getvalue(), error
