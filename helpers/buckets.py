@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from helpers import remote
 from helpers.checks import first_difference, rounded
 from helpers.reference import mean_of, mse, rank_shard, set_rank_gradients
 from helpers.slow_network import SlowNetwork
@@ -347,30 +348,69 @@ def _allclose(got: Sequence[torch.Tensor | None], expected: Sequence[torch.Tenso
     return all(g is not None and torch.allclose(g, e, atol=1e-6, rtol=1e-5) for g, e in zip(got, expected))
 
 
+def train_step_records(train_step_fn: Callable[..., Any], model: nn.Module,
+                       batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float) -> list[dict[str, Any]]:
+    """Driver: ``train_step`` on each batch with :class:`MarkingBuckets` and plain SGD; what happened.
+
+    Runs where the notebook's code lives (:func:`helpers.remote.call`), so that the model,
+    the optimizer and the stand-in share one process. Returns one record per step, plain
+    data only: ``loss`` (the returned value if it is a Python float, else ``None``),
+    ``shown`` (its repr), ``waits`` (per ``wait()`` call of this step, the gradients and the
+    parameters it found) and ``after`` (the parameters after the step). An exception after
+    the first step ends the run with a record ``{"error": text}``; in the first step it
+    propagates. Nothing here is compared with anything.
+    """
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    grad_buckets = MarkingBuckets(model)
+    records: list[dict[str, Any]] = []
+    for x, y in batches:
+        done = len(grad_buckets.calls)
+        try:
+            loss = train_step_fn(model, optimizer, grad_buckets, x, y)
+        except Exception as exc:  # noqa: BLE001 - the earlier steps' records are checked first
+            if not records:
+                raise
+            records.append({"error": f"{type(exc).__name__}: {exc}"[:1000]})
+            break
+        try:
+            shown = repr(loss)[:200]
+        except Exception:  # noqa: BLE001
+            shown = f"a {type(loss).__name__}"
+        records.append({"loss": loss if type(loss) is float else None, "shown": shown,
+                        "waits": grad_buckets.calls[done:],
+                        "after": [p.detach().clone() for p in model.parameters()]})
+    return records
+
+
 def assert_train_step(train_step_fn: Callable[..., Any], model: nn.Module,
                       batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float) -> None:
     """``train_step`` clears, runs backward, waits once, then steps with the waited gradients.
 
-    Runs in this process with :class:`MarkingBuckets` and plain SGD; after each step every
-    parameter must have moved by exactly ``-lr * MARK``.
+    :func:`train_step_records` runs the steps (with :class:`MarkingBuckets` and plain SGD)
+    where the notebook's code lives; the checks here use only the records it returns. After
+    each step every parameter must have moved by exactly ``-lr * MARK``.
     """
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    grad_buckets = MarkingBuckets(model)
-    for step, (x, y) in enumerate(batches, start=1):
-        with torch.no_grad():
-            expected_loss = float(torch.nn.functional.mse_loss(model(x), y))
-        fresh = _fresh_grads(model, x, y)
-        before = [p.detach().clone() for p in model.parameters()]
-        loss = train_step_fn(model, optimizer, grad_buckets, x, y)
+    twin = copy.deepcopy(model)  # the expected values are computed here, on this copy
+    before = [p.detach().clone() for p in twin.parameters()]
+    records = remote.call(train_step_records, train_step_fn, model, batches, lr)
+    for step, (record, (x, y)) in enumerate(zip(records, batches), start=1):
         where = f"Step {step}: "
+        if "error" in record:
+            raise RuntimeError(f"{where}train_step raised {record['error']}")
+        with torch.no_grad():
+            for p, b in zip(twin.parameters(), before):
+                p.copy_(b)
+            expected_loss = float(torch.nn.functional.mse_loss(twin(x), y))
+        fresh = _fresh_grads(twin, x, y)
+        loss = record["loss"]
         if type(loss) is not float or abs(loss - expected_loss) > 1e-6 * max(1.0, abs(expected_loss)):
-            raise AssertionError(f"{where}train_step returned {loss!r}; return the local loss of this batch "
-                                 f"as a Python float ({expected_loss:.6g}, loss.item()).")
-        if len(grad_buckets.calls) != step:
-            raise AssertionError(f"{where}grad_buckets.wait() was called {len(grad_buckets.calls) - step + 1} "
+            raise AssertionError(f"{where}train_step returned {record['shown']}; return the local loss of this "
+                                 f"batch as a Python float ({expected_loss:.6g}, loss.item()).")
+        if len(record["waits"]) != 1:
+            raise AssertionError(f"{where}grad_buckets.wait() was called {len(record['waits'])} "
                                  f"time(s); call it exactly once, after backward and before optimizer.step(): "
                                  f"until it returns, .grad holds this rank's own gradient.")
-        seen = grad_buckets.calls[-1]
+        seen = record["waits"][-1]
         if any(g is None for g in seen["grads"]) or not _allclose(seen["grads"], fresh):
             accumulated = [f + MARK for f in fresh]
             hint = ("The gradients had not been cleared: the previous step's are added to this one's. Clear "
@@ -382,9 +422,13 @@ def assert_train_step(train_step_fn: Callable[..., Any], model: nn.Module,
             raise AssertionError(f"{where}the parameters had already changed when wait() was called: "
                                  f"optimizer.step() ran before the all-reduces were waited on.")
         moved = [b - lr * MARK for b in before]
-        if not _allclose([p.detach() for p in model.parameters()], moved):
-            unchanged = _allclose([p.detach() for p in model.parameters()], before)
+        after = record["after"]
+        if not _allclose(after, moved):
+            unchanged = _allclose(after, before)
             raise AssertionError(f"{where}after train_step the parameters did not move by -lr * (the gradients "
                                  f"wait() wrote). " + ("They did not move at all: step after wait(), and clear "
                                                        "the gradients before backward, not after wait()."
                                                        if unchanged else "Call optimizer.step() after wait()."))
+        before = after
+    if len(records) != len(batches):
+        raise AssertionError(f"train_step ran {len(records)} of {len(batches)} steps.")

@@ -319,3 +319,48 @@ def test_stored_results_for_the_chapter() -> None:
     default = next(n for n in grid["networks"] if (n["world_size"], n["alpha_s"], n["bandwidth_gb_s"]) == (8, 1e-4, 10))
     f, c = grid["first_caps_bytes"].index(2**20), grid["caps_bytes"].index(25 * 2**20)
     assert default["tail_s"][f][c] == pytest.approx(synthetic["cases"][1]["tail_s"])
+
+
+@pytest.fixture
+def graded(monkeypatch):
+    """A grader's view of a notebook that is this process: ``put(name, fn)`` defines ``name`` in
+    ``__main__`` and returns its :class:`helpers.remote.Remote` stand-in; calls go through
+    :func:`helpers.remote.serve` (pickled there, plain data back), as they do to a kernel."""
+    from autograder.verdicts import Session
+    from helpers import remote
+
+    main = sys.modules["__main__"]
+    monkeypatch.setattr(remote, "session", Session(lambda expression, seconds: repr(eval(expression))))  # noqa: S307
+
+    def put(name: str, fn):
+        monkeypatch.setattr(main, name, fn, raising=False)
+        return remote.Remote(name)
+
+    return put
+
+
+@pytest.mark.parametrize("step, message", [(_reference_train_step, None), (_step_before_wait, "ran before"),
+                                           (_no_wait, "called 0 time"),
+                                           (_zero_grad_after_wait, "did not move at all"),
+                                           (_never_cleared, "had not been cleared"),
+                                           (lambda *a: torch.tensor(_reference_train_step(*a)), "Python float")])
+def test_train_step_check_works_from_the_grader(graded, step, message) -> None:
+    """The visible check runs the steps where the notebook's code is and decides on the records."""
+    model = SameInit(TinyMLP, seed=21)()
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    args = (graded("train_step", step), model, make_batches(3, 8, 8, 4, seed=22), 0.1)
+    if message is None:
+        B.assert_train_step(*args)
+    else:
+        with pytest.raises(AssertionError, match=message):
+            B.assert_train_step(*args)
+    assert all(torch.equal(v, initial[k]) for k, v in model.state_dict().items())  # the steps ran on a copy
+
+
+def test_hidden_train_step_check_works_from_the_grader(graded) -> None:
+    batches = make_batches(3, 6, 6, 3, seed=4)
+    l03.check_train_step(graded("train_step", _reference_train_step), SameInit(OutOfOrderMLP, seed=3), batches,
+                         0.1, 2, 160, 100)
+    with pytest.raises(AssertionError, match="differs from real DistributedDataParallel"):
+        l03.check_train_step(graded("train_step", _step_before_wait), SameInit(OutOfOrderMLP, seed=3), batches,
+                             0.1, 2, 160, 100)
