@@ -47,7 +47,8 @@ STORED_FACTORS = "02_token_factors"
 
 __all__ = [
     "token_cross_entropy", "tiny_lm", "LESSON_LM",
-    "count_masks", "count_on_rank", "ddp_loss_gradients_on_rank", "train_on_rank",
+    "count_masks", "count_on_rank", "loss_and_gradient", "backward_report", "ddp_loss_gradients_on_rank",
+    "train_on_rank",
     "collective_errors_explained", "assert_count_result", "assert_count_ledger",
     "assert_loss_value", "assert_gradients_match", "assert_training_matches", "assert_factors",
     "stored_reference", "stored_factors",
@@ -78,7 +79,7 @@ def tiny_lm(seed: int, **kwargs: Any) -> nn.Module:
         return TinyLM(**{**LESSON_LM, **kwargs})
 
 
-# --------------------------------------------------------------------------- on-rank drivers (run inside helpers.cluster.run)
+# --------------------------------------------------------------------------- drivers (run with the notebook's code: remote.call, cluster.run)
 
 MaskSpec = tuple[int, int, int]  # (rows, time, valid tokens) of one micro-batch mask
 
@@ -114,6 +115,35 @@ def count_on_rank(count_fn: Callable[..., Any], specs: Sequence[Sequence[MaskSpe
         if rank not in group_ranks:
             return None
     return count_fn(count_masks(specs[rank], seed=seed + 100 * rank), group)
+
+
+def backward_report(loss: Any, leaf: torch.Tensor) -> dict[str, Any]:
+    """Plain facts about ``loss`` and one ``backward()`` from it to the leaf tensor ``leaf``.
+
+    Returns ``{"loss": loss (detached if a tensor), "requires_grad": whether loss is a tensor
+    with autograd history, "grad": d loss / d leaf}``. ``grad`` is ``None`` when no backward
+    can run (not a 0-dim tensor with history) or when it does not reach ``leaf``.
+    """
+    is_tensor = isinstance(loss, torch.Tensor)
+    requires_grad = bool(is_tensor and loss.requires_grad)
+    grad = None
+    if requires_grad and loss.dim() == 0:
+        leaf.grad = None
+        loss.backward()
+        grad = None if leaf.grad is None else leaf.grad.detach().clone()
+    return {"loss": loss.detach() if is_tensor else loss, "requires_grad": requires_grad, "grad": grad}
+
+
+def loss_and_gradient(loss_fn: Callable[..., Any], token_losses: torch.Tensor, mask: torch.Tensor,
+                      global_count: int, world_size: int = 1) -> dict[str, Any]:
+    """Call ``loss_fn(token_losses, mask, global_count, world_size)`` and backpropagate its result.
+
+    ``loss_fn`` gets a fresh leaf copy of ``token_losses`` that requires grad; returns
+    :func:`backward_report` of the result with respect to that copy (plain data, so it runs
+    where the notebook's code lives: ``helpers.remote.call(loss_and_gradient, loss_fn, ...)``).
+    """
+    leaf = token_losses.detach().clone().requires_grad_()
+    return backward_report(loss_fn(leaf, mask, global_count, world_size), leaf)
 
 
 def _ddp(model: nn.Module) -> nn.Module:

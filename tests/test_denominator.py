@@ -176,3 +176,40 @@ def test_count_on_rank_drives_a_gloo_group():
     out, ledger = run(lambda: D.count_on_rank(count, [[(2, 4, 3)], []]), world_size=2, ledger=True, timeout=20)
     D.assert_count_result(out, 3, "2 ranks")
     D.assert_count_ledger(ledger, [0, 1], "2 ranks")
+
+
+def _masked_loss(token_losses, mask, global_count, world_size=1):
+    return ref.masked_loss_sum(token_losses, mask) * (world_size / max(global_count, 1))
+
+
+def test_loss_and_gradient_reports_plain_loss_history_and_token_gradient():
+    losses = torch.tensor([[1.0, 2.0, 40.0], [3.0, 50.0, 60.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    out = D.loss_and_gradient(_masked_loss, losses, mask, 4, 2)
+    assert out["loss"].item() == pytest.approx(3.0) and not out["loss"].requires_grad
+    assert out["requires_grad"] is True
+    torch.testing.assert_close(out["grad"], torch.where(mask, 0.5, 0.0))
+    assert losses.grad is None and not losses.requires_grad  # the caller's tensor is not touched
+    detached = D.loss_and_gradient(lambda *a: torch.zeros(()), losses, mask, 0)
+    assert detached["requires_grad"] is False and detached["grad"] is None
+    unreached = D.loss_and_gradient(lambda *a: torch.zeros((), requires_grad=True), losses, mask, 0)
+    assert unreached["requires_grad"] is True and unreached["grad"] is None
+
+
+def test_padded_driver_backpropagates_to_the_unpadded_losses_and_ships_by_value():
+    import pickle
+
+    import cloudpickle
+
+    losses = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    valid = torch.tensor([[True, False, True], [False, True, False]])
+    out = ref.padded_loss_and_gradient(lambda tl, *a: tl.sum(), losses, valid, 1e4, valid, 5, 3)
+    assert out["loss"].item() == pytest.approx(1 + 3 + 5 + 3e4)
+    torch.testing.assert_close(out["grad"], valid.float())  # padded positions do not reach the leaf
+    out = ref.padded_loss_and_gradient(_masked_loss, losses, valid, 1e4, torch.zeros_like(valid), 0, 4)
+    assert out["loss"].item() == 0.0 and out["requires_grad"] and torch.equal(out["grad"], torch.zeros_like(losses))
+    # The kernel never imports autograder: the driver travels by value, the references stay behind.
+    blob = cloudpickle.dumps(ref.padded_loss_and_gradient)
+    assert b"_make_function" in blob  # by value, not imported from autograder.lessons
+    assert not any(name.encode() in blob for name in ("global_mean_gradients", "window_count", "check_loss_value"))
+    assert pickle.loads(blob)(_masked_loss, losses, valid, 1e4, valid, 3, 1)["loss"].item() == pytest.approx(3.0)

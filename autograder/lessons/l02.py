@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import cloudpickle
 import torch
 from torch import nn
 
@@ -25,6 +27,9 @@ from helpers.data import tensors_to_json, uneven_window
 from helpers.reference import State, state_of, to_float64
 
 Window = Sequence[D.MicroBatches]  # window[rank][k]
+# Ship this module's kernel-side drivers by value: the notebook's kernel never imports the
+# autograder package. The drivers use only torch and helpers.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 # --------------------------------------------------------------------------- references
@@ -130,6 +135,24 @@ def mean_of_means_factors(counts: Sequence[int]) -> list[float]:
     if not counts or any(n <= 0 for n in counts):
         raise ValueError(f"need at least one rank and positive counts, got {list(counts)}")
     return _factors(counts)
+
+
+# --------------------------------------------------------------------------- hidden-test drivers (run in the kernel)
+
+
+def padded_loss_and_gradient(loss_fn: Callable[..., Any], losses: torch.Tensor, valid: torch.Tensor,
+                             padding: float, mask: torch.Tensor, global_count: int,
+                             world_size: int) -> dict[str, Any]:
+    """``loss_fn`` of token losses whose positions outside ``valid`` hold ``padding``, backpropagated.
+
+    The token losses are ``torch.where(valid, leaf, padding)`` for a leaf copy of ``losses``;
+    ``loss_fn(token_losses, mask, global_count, world_size)`` is reported by
+    :func:`helpers.denominator.backward_report` with respect to that leaf (plain data). No
+    expected value is involved: the checks compare in the grader.
+    """
+    leaf = losses.detach().clone().requires_grad_()
+    token_losses = torch.where(valid, leaf, torch.full_like(leaf, padding))
+    return D.backward_report(loss_fn(token_losses, mask, global_count, world_size), leaf)
 
 
 # --------------------------------------------------------------------------- hidden checks
