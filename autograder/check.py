@@ -23,7 +23,7 @@ from nbformat import NotebookNode
 
 from .course import (CourseError, course_root, read_notebook, release_notebook, resolve_assignments,
                      source_notebook)
-from .delegation import delegation_notebooks
+from .delegation import delegation_notebooks, leftover_notebook
 from .feedback import hidden_lines
 from .grading import GradeResult, ScratchCourse
 from .mutation import mutant_files, parse_mutant, splice
@@ -140,6 +140,9 @@ def delegation_tasks(assignment: str, source: NotebookNode, release: NotebookNod
         return
     for k, (label, nb) in enumerate(notebooks):
         yield Task(assignment, f"delegation {k + 1}", f"delegation_{k + 1}", nb, partial(_zero_with, label))
+    leftover = leftover_notebook(source, release)
+    if leftover is not None:  # the names hidden blocks bind, called from the kernel
+        yield Task(assignment, "delegation to ref", "delegation_ref", leftover[1], partial(_zero_with, leftover[0]))
 
 
 def _zero_with(label: str, result: GradeResult) -> tuple[bool, str]:

@@ -6,6 +6,11 @@ like a finished twin: the same name (ignoring leading underscores and a ``refere
 prefix), or the same parameter names. The k-th delegation notebook binds every graded name
 to its k-th candidate (``from helpers.x import y as name``) and keeps the stub where there is
 none; the course check proves each such notebook scores 0.
+
+:func:`leftover_notebook` covers the other names student code could once reach: those the
+hidden blocks bind (``ref``, the lesson's module of references). Each graded name becomes a
+function that calls ``ref``'s twin; since test cells run in the grader, ``ref`` never exists
+in the kernel and the notebook must score 0.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import copy
 import importlib
 import inspect
 import pkgutil
+import re
 from dataclasses import dataclass
 
 from nbformat import NotebookNode
@@ -106,3 +112,36 @@ def delegation_notebooks(source: NotebookNode, release: NotebookNode) -> list[tu
                 used.append(f"{name}={cand.module}.{cand.name}")
         notebooks.append((", ".join(used), nb))
     return notebooks
+
+
+def hidden_modules(source: NotebookNode) -> dict[str, str]:
+    """Alias -> module of every ``from autograder... import x as alias`` in the source's test cells."""
+    found = {}
+    for cell in source.cells:
+        for module, name, alias in re.findall(r"from (autograder[\w.]*) import (\w+)(?: as (\w+))?", cell.source):
+            found[alias or name] = f"{module}.{name}"
+    return found
+
+
+def leftover_notebook(source: NotebookNode, release: NotebookNode) -> tuple[str, NotebookNode] | None:
+    """(label, notebook): the release with each graded name calling its twin in the hidden blocks' ``ref``."""
+    modules = hidden_modules(source)
+    if not modules:
+        return None
+    alias, module_name = next(iter(modules.items()))
+    pool = {Candidate(module_name, n): _parameters(obj) for n, obj in vars(importlib.import_module(module_name)).items()
+            if inspect.isfunction(obj) or inspect.isclass(obj)}
+    nb = copy.deepcopy(release)
+    used = []
+    for cell, original in zip(nb.cells, source.cells):
+        if not (cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"):
+            continue
+        lines = []
+        for name, params in defined_names(original.source).items():
+            twins = candidates_for(name, params, pool)
+            target = twins[0].name if twins else name
+            lines.append(f"def {name}(*args, **kwargs):\n    return {alias}.{target}(*args, **kwargs)\n")
+            used.append(f"{name}={alias}.{target}")
+        if lines:
+            cell.source = "\n\n".join(lines)
+    return ", ".join(used), nb

@@ -8,12 +8,13 @@ course directory, so instructors and ``python -m autograder`` grade identically.
 import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern,
-                                    LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades,
+                                    IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
 from autograder.feedback import HideHiddenTests
 from autograder.guard import GuardedExecute
+from autograder.repair import RepairSubmission
 
 c = get_config()  # noqa: F821  (injected by traitlets' config loader)
 
@@ -34,6 +35,10 @@ c.CourseDirectory.ignore = [
 
 # Every cell of every assignment runs far below this; it only bounds a runaway cell.
 c.Execute.timeout = 300
+# Every grading kernel, and all it starts, runs in a bubblewrap sandbox (autograder/sandbox.py);
+# without bubblewrap grading is refused. `python -m autograder grade` (self-study) sets
+# "optional", the book build "off" (autograder/warm_kernels.py explains the modes).
+c.WarmKernelManager.sandbox = "required"
 # One kernel everywhere: OverwriteKernelspec copies the source's kernelspec into each
 # submission, and this pins the kernel that actually runs it.
 c.Execute.kernel_name = "python3"
@@ -49,9 +54,12 @@ c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
 # A deleted test cell is put back from the gradebook, so deleting a test gains nothing.
 c.OverwriteCells.add_missing_cells = True
 
+# nbgrader's sanitizing steps, after the submission's metadata and deleted locked cells are
+# repaired (autograder/repair.py), so every grading path repairs the same way.
+c.Autograde.sanitize_preprocessors = [RepairSubmission, ClearOutput, DeduplicateIds, OverwriteKernelspec,
+                                      OverwriteCells, CheckCellMetadata]
 # nbgrader's autograde pipeline with Execute replaced by the guarded one (autograder/guard.py):
-# tampering cells are refused, the locked import cell is re-run before each test cell, and an
-# integrity check after every cell voids the tests after a cell that changed grading code.
+# test cells run in the grader against the kernel's answers, never in the student's kernel.
 c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 # Feedback shows every test's result and message, never the hidden tests' code.

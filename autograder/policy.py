@@ -235,13 +235,17 @@ def refusal(cell_source: str, modules: set[str]) -> str | None:
     """One line saying why a student cell is refused (``"line 3: assigns to ..."``), or None.
 
     ``modules`` are the names the notebook binds by ``import`` (see :func:`imported_names`):
-    attribute assignment on them is refused. A cell that does not parse is not refused:
-    Python reports its ``SyntaxError`` when it runs.
+    attribute assignment on them is refused. The policy fails closed: a cell it cannot read
+    (a ``SyntaxError`` here, whatever the kernel's compiler flags would make of it) and a
+    ``from __future__`` import (which changes how later cells compile) are refused too.
     """
     try:
         tree = ast.parse(python_source(cell_source))
-    except SyntaxError:
-        return None
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: the grader cannot read this cell ({exc.msg})"
+    future = next((n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "__future__"), None)
+    if future is not None:
+        return f"line {future.lineno}: imports from __future__ (it changes how later cells are read)"
     sys_aliases = sys_names(tree)
     allowed: set[int] = set()
     for node in ast.walk(tree):

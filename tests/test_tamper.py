@@ -141,6 +141,10 @@ def test_feedback_hides_hidden_tests(grader):
     ("load = [0] * 4\nload[1] += 3", None),
     ("def f(run):\n    run.x = 1", None),
     ("math = 0\nmath.pi = 3", "assigns to math.pi"),  # `import math` always binds a module
+    # fails closed: what the policy cannot read is refused, not run unchecked
+    ("from __future__ import barry_as_FLUFL\nassert 1 <> 2", "cannot read this cell"),
+    ("from __future__ import annotations", "imports from __future__"),
+    ("x = (", "cannot read this cell"),
 ])
 def test_policy_names_the_construct(source, expected):
     got = refusal(source, imported_names(["import torch\nimport math\nfrom helpers.stored import load", source]))
