@@ -12,11 +12,12 @@ mask)`` and keeps what it returns, one value per step. ``loss`` is the step's gl
 bool mask of the rows that counted (whole global batch), and ``optimizer`` a
 ``torch.optim.Adam`` holding the whole (for ZeRO-1: consolidated) state. The default
 capture, :func:`snapshot`, keeps PyTorch's own view of the step in the run's dtype; pass a
-``capture_update_state`` to get update states instead. Nothing here compares runs: the
-chapter compares snapshots with ``torch.testing.assert_close`` and shows the course
-checker's verdicts from results stored with the course (:mod:`helpers.stored`). The key
-names of an update state (``loss``, ``grad/<name>``, ...) are ordered and grouped by family
-with :func:`ordered_keys` and :func:`key_family`.
+``capture_update_state`` to get update states instead (:func:`capture_tiny_step` runs one on a
+single step, for exercise 1's test). Nothing here compares runs: the chapter compares
+snapshots with ``torch.testing.assert_close`` and shows the course checker's verdicts from
+results stored with the course (:mod:`helpers.stored`). The key names of an update state
+(``loss``, ``grad/<name>``, ...) are ordered and grouped by family with :func:`ordered_keys`
+and :func:`key_family`.
 """
 from __future__ import annotations
 
@@ -159,6 +160,47 @@ def snapshot(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Ten
         "grads": {n: p.grad for n, p in model.named_parameters()},
         "adam": optimizer.state_dict()["state"],
     })
+
+
+def capture_tiny_step(capture: Capture, loss: torch.Tensor, clip_coef: torch.Tensor, mask: torch.Tensor
+                      ) -> tuple[Any, dict[str, torch.Tensor], Any]:
+    """One Adam step of a seeded ``nn.Linear(3, 2)`` captured by ``capture``, then a second step.
+
+    Returns ``(captured, live, later)``: what ``capture(model, optimizer, loss, clip_coef, mask)``
+    returned right after the first step (its tensors copied at once); PyTorch's own state read
+    just before that call, in the model's dtype (``"weight"``, ``"bias.grad"``, and the weight's
+    ``"exp_avg"`` and ``"exp_avg_sq"``); and the very value ``capture`` returned, once a second
+    step has run and ``mask[0]`` has been set to ``False`` (in a copy of ``mask`` that ``capture``
+    was given; the caller's ``mask`` is left as it was): a capture that kept live tensors (or the
+    mask it was given) shows the change there. Plain data, and nothing is compared here, so it
+    runs where the notebook's code lives: ``helpers.remote.call(capture_tiny_step, capture, ...)``.
+    """
+    mask = mask.clone()
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.ones(4, 3)).sum().backward()
+    optimizer.step()
+    adam = optimizer.state[model.weight]
+    live = {"weight": model.weight.detach().clone(), "bias.grad": model.bias.grad.detach().clone(),
+            "exp_avg": adam["exp_avg"].detach().clone(), "exp_avg_sq": adam["exp_avg_sq"].detach().clone()}
+    captured = capture(model, optimizer, loss, clip_coef, mask)
+    at_once = _copied(captured)
+    model(torch.ones(4, 3)).sum().backward()   # gradients accumulate, the parameters and moments move
+    optimizer.step()
+    mask[0] = False
+    return at_once, live, captured
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with every tensor in it (in dicts, lists, tuples) detached and cloned."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_copied(v) for v in value)
+    return value
 
 
 # --------------------------------------------------------------------------- single-process runs

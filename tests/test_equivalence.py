@@ -348,6 +348,74 @@ def test_capture_check_catches_double_without_clone_and_a_kept_mask() -> None:
         R.assert_capture(lambda m, o, loss, c, mask: {**R.capture_update_state(m, o, loss, c, mask), "mask": mask})
 
 
+@pytest.fixture
+def graded(monkeypatch):
+    """A grader's view of a notebook that is this process: ``put(name, fn)`` defines ``name`` in
+    ``__main__`` and returns its :class:`helpers.remote.Remote` stand-in; calls go through
+    :func:`helpers.remote.serve` (pickled there, plain data back), as they do to a kernel."""
+    import sys
+
+    from autograder.verdicts import Session
+    from helpers import remote
+
+    main = sys.modules["__main__"]
+    monkeypatch.setattr(remote, "session", Session(lambda expression, seconds: repr(eval(expression))))  # noqa: S307
+
+    def put(name: str, fn):
+        monkeypatch.setattr(main, name, fn, raising=False)
+        return remote.Remote(name)
+
+    return put
+
+
+def _kept_mask(model, optimizer, loss, clip_coef, mask):
+    return {**R.capture_update_state(model, optimizer, loss, clip_coef, mask), "mask": mask}
+
+
+def test_capture_checks_work_from_the_grader(graded) -> None:
+    """The model, optimizer and steps live where the capture does: a grader's copies would lose the gradients."""
+    from helpers import remote
+
+    R.assert_capture(graded("capture_update_state", R.capture_update_state))
+    R.assert_capture(graded("capture_update_state", R.capture_update_state), dtype=torch.float64)
+    with pytest.raises(AssertionError, match="float64"):
+        R.assert_capture(graded("capture_update_state", _aliasing_capture))
+    with pytest.raises(AssertionError, match="'mask'"):
+        R.assert_capture(graded("capture_update_state", _kept_mask))
+    # The visible test's driver: what was captured (copied at once), PyTorch's state, the captured value later.
+    mask = torch.tensor([True, True, False, True])
+    captured, live, later = remote.call(E.capture_tiny_step, graded("capture_update_state", R.capture_update_state),
+                                        torch.tensor(1.5), torch.tensor(0.25), mask)
+    assert torch.equal(captured["param/weight"], live["weight"].double()) and captured["step/bias"].item() == 1.0
+    assert torch.equal(captured["exp_avg_sq/weight"], live["exp_avg_sq"].double())
+    assert torch.equal(captured["mask"], mask) and all(torch.equal(v, later[k]) for k, v in captured.items())
+    captured, live, later = remote.call(E.capture_tiny_step, graded("capture_update_state", _aliasing_capture),
+                                        torch.tensor(1.5), torch.tensor(0.25), mask)
+    kept = captured["exp_avg/weight"]
+    assert kept.dtype == torch.float32 and torch.equal(kept, live["exp_avg"])
+    assert not torch.equal(captured["exp_avg/weight"], later["exp_avg/weight"])  # live tensors show the later step
+    captured, _, later = remote.call(E.capture_tiny_step, graded("capture_update_state", _kept_mask),
+                                     torch.tensor(1.5), torch.tensor(0.25), mask)
+    assert torch.equal(captured["mask"], mask) and not torch.equal(later["mask"], mask)
+    # In the student's own notebook (no grader) the driver runs right there, on the caller's mask: it is left as it was.
+    captured, _, later = remote.call(E.capture_tiny_step, R.capture_update_state, torch.tensor(1.5),
+                                     torch.tensor(0.25), mask)
+    assert torch.equal(mask, torch.tensor([True, True, False, True])) and torch.equal(captured["mask"], mask)
+    assert all(torch.equal(v, later[k]) for k, v in captured.items())
+
+
+def test_capture_driver_ships_without_the_reference() -> None:
+    """The hidden check's driver travels by value (the kernel never imports autograder) and holds no reference."""
+    import pickle
+
+    import cloudpickle
+
+    blob = cloudpickle.dumps(R._capture_steps)
+    assert b"update_state" not in blob and b"autograder.plain" not in blob
+    mine, snapshots = pickle.loads(blob)(lambda *a: 1, E.make_problem(steps=2), torch.float32)
+    assert mine == [1, 1] and [s["adam"][0]["step"].item() for s in snapshots] == [1001.0, 1002.0]
+
+
 def test_compare_check_names_nan_and_inexact_step_counters() -> None:
     def greater(r, c, t):
         return sorted(k for k in r if k not in c or r[k].shape != c[k].shape or (

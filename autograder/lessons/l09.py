@@ -22,14 +22,21 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from typing import Any, Callable, Sequence
 
+import cloudpickle
 import torch
 from torch import nn
 
 from autograder.plain import plain
 from helpers import equivalence as eq
 from helpers.equivalence import FAMILIES, dtype_name, key_family, ordered_keys
+from helpers.remote import call
+
+# Ship this module's kernel-side driver (:func:`_capture_steps`) by value: the notebook's
+# kernel never imports the autograder package. The driver uses only torch and helpers.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 State = dict[str, torch.Tensor]
 Verdict = tuple[int, list[str]] | None
@@ -145,18 +152,31 @@ def run_zoo(problem: eq.Problem | None = None, names: Sequence[str] | None = Non
 
 def capture_run(capture_fn: Callable[..., Any], problem: eq.Problem | None = None,
                 dtype: torch.dtype = torch.float32) -> tuple[list[Any], list[State]]:
-    """Train single-process Adam with clipping in ``dtype``; capture every step with the reference, then ``capture_fn``.
+    """Train single-process Adam with clipping in ``dtype``, capturing every step with ``capture_fn``.
 
-    Returns ``(what capture_fn returned, the reference's states)``. Gradients are zeroed in
-    place, so a capture that keeps live tensors sees them change in later steps (in float64
-    too, where ``.double()`` returns the tensor itself); each step's mask is a fresh tensor,
-    inverted in place once captured, so a capture that keeps the caller's mask sees it change.
-    The reference captures first, so a ``capture_fn`` that edits the model cannot move it.
+    Returns ``(what capture_fn returned, the reference's states)``: the training runs where
+    ``capture_fn`` lives (:func:`_capture_steps`, in the notebook's kernel when graded), which
+    reports PyTorch's own view of each step (:func:`helpers.equivalence.snapshot`, read before
+    ``capture_fn`` is called, so a ``capture_fn`` that edits the model cannot move it); the
+    reference's update states are made of those snapshots here.
     """
-    problem = problem or eq.make_problem()
+    mine, snapshots = call(_capture_steps, capture_fn, problem or eq.make_problem(), dtype)
+    return mine, [update_state(s) for s in snapshots]
+
+
+def _capture_steps(capture_fn: Callable[..., Any], problem: eq.Problem, dtype: torch.dtype
+                   ) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Kernel side of :func:`capture_run`: ``(capture_fn's values, snapshots)``, one per step.
+
+    Gradients are zeroed in place, so a capture that keeps live tensors sees them change in
+    later steps (in float64 too, where ``.double()`` returns the tensor itself); each step's
+    mask is a fresh tensor, inverted in place once captured, so a capture that keeps the
+    caller's mask sees it change. ``capture_fn``'s values are returned as they are at the end.
+    Compares nothing and uses no reference.
+    """
     model = eq.build_model(problem, dtype)
     optimizer = eq.build_adam(model, problem)
-    mine, ref = [], []
+    mine, snapshots = [], []
     for x, y, mask in problem.batches:
         x, y, mask = x.to(dtype), y.to(dtype), mask.clone()
         optimizer.zero_grad(set_to_none=False)
@@ -164,10 +184,10 @@ def capture_run(capture_fn: Callable[..., Any], problem: eq.Problem | None = Non
         loss.backward()
         coef = eq.clip(model).to(dtype)
         optimizer.step()
-        ref.append(capture_update_state(model, optimizer, loss, coef, mask))
+        snapshots.append(eq.snapshot(model, optimizer, loss, coef, mask))
         mine.append(capture_fn(model, optimizer, loss, coef, mask))
         mask.logical_not_()
-    return mine, ref
+    return mine, snapshots
 
 
 Case = tuple[str, State, State, dict[str, float]]
