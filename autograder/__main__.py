@@ -10,7 +10,9 @@
 Exit status: 0 on success (``grade``: whenever grading ran, whatever the score),
 1 when ``release --check`` or ``check`` finds a problem or ``grade-class`` could not
 grade a submission (the others are graded), 2 when a command cannot run
-(with a one-line reason on stderr).
+(with a one-line reason on stderr), as ``grade-class`` and ``check`` cannot without the
+kernels' sandbox (bubblewrap, :mod:`autograder.sandbox`). ``grade`` (self-study) grades
+without it where it cannot start, and says so in a note.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from .course import CourseError
 from .grading import GradeResult, grade_notebook
 from .quiet import captured_output
 from .release import release
+from .sandbox import SandboxUnavailable
+from .warm_kernels import use_sandbox
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -94,7 +98,8 @@ def format_table(result: GradeResult) -> str:
 def cmd_grade(args: argparse.Namespace) -> int:
     """Grade one notebook and print its scores."""
     with captured_output():
-        result = grade_notebook(args.notebook, args.assignment, args.root)
+        # self-study: sandboxed where bubblewrap works, else graded anyway, with a note saying so
+        result = grade_notebook(args.notebook, args.assignment, args.root, sandbox="optional")
     print(json.dumps(result.to_json()) if args.json else format_table(result))
     return 0
 
@@ -146,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     commands = {"release": cmd_release, "grade": cmd_grade, "grade-class": cmd_grade_class, "check": cmd_check, "store": cmd_store, "student-copy": cmd_student_copy}
     try:
+        if args.command in ("grade-class", "check"):  # for credit: no sandbox, no grading (one line, exit 2)
+            use_sandbox("required")
         return commands[args.command](args)
-    except CourseError as exc:
+    except (CourseError, SandboxUnavailable) as exc:
         print(f"autograder {args.command}: {exc}", file=sys.stderr)
         return 2
 

@@ -4,7 +4,8 @@
 
 Each worker process keeps one ``NbGraderAPI`` of the course and calls nbgrader's own
 ``autograde`` for one student after another, so a grading pays neither nbgrader's start-up
-nor (through :func:`helpers.cluster.share_forkserver`) a forkserver of its own. Results go
+nor a kernel template and forkserver of its own (one sandbox per worker,
+:mod:`autograder.warm_kernels`). Results go
 into the course's ``gradebook.db`` and ``autograded/`` exactly as ``nbgrader autograde``
 writes them: ``nbgrader generate_feedback`` and ``nbgrader export`` work unchanged, and the
 scores are those of a sequential ``nbgrader autograde`` (``benchmarks/class_grading.py``

@@ -76,16 +76,19 @@ def read_notebook(path: Path | str) -> NotebookNode:
     return nb
 
 
-def nbgrader_config(root: Path | str) -> Config:
+def nbgrader_config(root: Path | str, sandbox: str | None = None) -> Config:
     """The course's nbgrader config with its course directory moved to ``root``.
 
     The course config file is the single source of settings; only the location of the
-    course directory and of its gradebook change.
+    course directory and of its gradebook change, and, if given, where kernels run
+    (``sandbox``: a mode of :data:`autograder.warm_kernels.MODES`; the file says "required").
     """
     root = Path(root).resolve()
     config = PyFileConfigLoader(CONFIG_FILE.name, str(CONFIG_FILE.parent)).load_config()
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    if sandbox is not None:
+        config.WarmKernelManager.sandbox = sandbox
     return config
 
 
@@ -109,10 +112,10 @@ def alembic_head() -> str:
     return ScriptDirectory(str(Path(nbgrader.__file__).parent / "alembic")).get_current_head()
 
 
-def make_api(root: Path | str) -> NbGraderAPI:
-    """An ``NbGraderAPI`` for the course directory ``root``, logging nowhere."""
+def make_api(root: Path | str, sandbox: str | None = None) -> NbGraderAPI:
+    """An ``NbGraderAPI`` for the course directory ``root`` (``sandbox``: see nbgrader_config), logging nowhere."""
     nbgrader.api.get_alembic_version = alembic_head  # nbgrader is pinned (0.9.6)
-    config = nbgrader_config(root)
+    config = nbgrader_config(root, sandbox)
     log = quiet_logger()
     coursedir = CourseDirectory(config=config, log=log)
     return NbGraderAPI(coursedir=coursedir, config=config, log=log)

@@ -21,6 +21,8 @@ from .course import (SOURCE, CourseError, check_api_result, course_root, list_as
 from .feedback import hidden_lines, scrub
 from .guard import CELL_SECONDS, GRADER_ERRORS
 from .release import generate_release
+from .sandbox import available as sandbox_available
+from .warm_kernels import UNSANDBOXED
 
 
 class GradingError(CourseError):
@@ -227,16 +229,18 @@ class ScratchCourse:
     """A throwaway course directory holding one assignment registered in a fresh gradebook.
 
     Each :meth:`grade` call autogrades one submission as a new student, so grading many
-    variants of an assignment pays for ``generate_assignment`` only once.
+    variants of an assignment pays for ``generate_assignment`` only once. Kernels run in
+    ``sandbox`` mode (:data:`autograder.warm_kernels.MODES`; None: the course config's, "required").
     """
 
-    def __init__(self, assignment: str, root: Path, workdir: Path) -> None:
+    def __init__(self, assignment: str, root: Path, workdir: Path, sandbox: str | None = None) -> None:
         self.assignment = assignment
         self.workdir = workdir
+        self.sandbox = sandbox
         release_dir = generate_release(assignment, root, workdir)
         self.release = nbformat.read(release_dir / f"{assignment}.ipynb", as_version=4)
         self.source = nbformat.read(workdir / SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
-        self.api = make_api(workdir)
+        self.api = make_api(workdir, sandbox)
         self.graded_ids = [nbgrader_meta(c)["grade_id"] for c in self.release.cells
                            if nbgrader_meta(c).get("grade")]
 
@@ -262,6 +266,8 @@ class ScratchCourse:
             result = self.api.autograde(name, student, force=True, create=True)
         check_api_result(result, f"autograde {name} for {student}")
         cells, score, max_score = self.read_grades(student, notes)
+        if self.sandbox == "optional" and not sandbox_available():
+            notes.append(UNSANDBOXED)
         return GradeResult(name, score, max_score, cells, notes, time.monotonic() - start)
 
     def feedback(self, student: str) -> str:
@@ -297,21 +303,23 @@ class ScratchCourse:
 
 
 @contextmanager
-def scratch_course(assignment: str, root: Path | str | None = None) -> Iterator[ScratchCourse]:
-    """A :class:`ScratchCourse` for ``assignment`` that is deleted afterwards."""
+def scratch_course(assignment: str, root: Path | str | None = None,
+                   sandbox: str | None = None) -> Iterator[ScratchCourse]:
+    """A :class:`ScratchCourse` for ``assignment`` (kernels in ``sandbox`` mode) that is deleted afterwards."""
     root = course_root(root)
     workdir = Path(tempfile.mkdtemp(prefix=f"autograder-{assignment}-"))
     try:
-        yield ScratchCourse(assignment, root, workdir)
+        yield ScratchCourse(assignment, root, workdir, sandbox)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 def grade_notebook(path: Path | str, assignment: str | None = None,
-                   root: Path | str | None = None) -> GradeResult:
+                   root: Path | str | None = None, sandbox: str | None = None) -> GradeResult:
     """Grade the notebook at ``path`` against the course's hidden tests.
 
-    The assignment is ``assignment`` if given, else the notebook's file name stem.
+    The assignment is ``assignment`` if given, else the notebook's file name stem. Kernels
+    run in ``sandbox`` mode (None: the course config's, "required"; self-study: "optional").
     Raises :class:`GradingError` (or :class:`CourseError`) when it cannot be graded.
     """
     path = Path(path)
@@ -326,5 +334,5 @@ def grade_notebook(path: Path | str, assignment: str | None = None,
         raise GradingError(f"this looks like assignment {other}, not {name} (it has {other}'s graded cells "
                            f"and none of {name}'s); grade it as {other}")
     check_structure(submitted, read_notebook(source_notebook(name, root)))  # fail before nbgrader runs
-    with scratch_course(name, root) as course:
+    with scratch_course(name, root, sandbox) as course:
         return course.grade(submitted, "student")

@@ -24,12 +24,15 @@ It also contains faults to the cell they happen in:
    what kernel-side code writes to stderr (a ``print(..., file=sys.stderr)``, a warning)
    becomes stdout lines prefixed ``[stderr]``, as output from ranks is shown prefixed
    ``[rank k]`` (:mod:`helpers.cluster`). Only errors cost points.
-7. **Warm starts.** Kernels are forked from a template that has imported torch and ipykernel
-   (:mod:`autograder.warm_kernels`), and their ranks from one forkserver the grader shares
-   with every kernel (:func:`helpers.cluster.share_forkserver`): both once per grading
-   process instead of once per kernel. No notebook code runs in either; a rank that kills
-   the forkserver costs only speed (the next kernel starts its own). Tracebacks are IPython's
-   ``Plain`` ones (each frame's line, no context lines): the default ones cost 20-40 ms each.
+7. **Warm starts, in a sandbox.** Kernels are forked from a template that has imported torch
+   and ipykernel, and their ranks from the template's own forkserver, both inside a bubblewrap
+   sandbox (:mod:`autograder.warm_kernels`, :mod:`autograder.sandbox`; the mode is the
+   config's ``WarmKernelManager.sandbox``): once per grading process instead of once per
+   kernel. Without bubblewrap, mode "required" refuses to grade (``SandboxUnavailable``).
+   No notebook code runs in either; a rank that kills the forkserver costs only speed (the
+   next kernel starts its own). The grader's own forkserver is never given to a kernel.
+   Tracebacks are IPython's ``Plain`` ones (each frame's line, no context lines): the
+   default ones cost 20-40 ms each.
 8. **Leftover processes.** Every process started below the grader during grading, even
    one started in a new session, is ended when grading ends (:mod:`autograder.processes`).
 9. **Kernels that do not start.** A kernel that dies or does not answer before any notebook
@@ -39,11 +42,8 @@ It also contains faults to the cell they happen in:
 """
 from __future__ import annotations
 
-import os
 import time
 import traceback
-from contextlib import contextmanager
-from typing import Iterator
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
@@ -51,14 +51,13 @@ from nbformat import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute
 
-from helpers.cluster import SHARED_FORKSERVER_ENV, share_forkserver
+from helpers.cluster import share_forkserver
 
 from .budget import cell_limit
 from .policy import imported_names, refusal
 from .processes import Descendants, become_subreaper
 from .verdicts import KernelTimeout, TestCells
-from .warm_kernels import WarmKernelManager
-from .warm_kernels import template as kernel_template
+from .warm_kernels import WarmKernelManager, sandbox_mode, start_template
 
 IMPORTS_GRADE_ID = "imports"
 QUIET_TIMEOUT_S = 60  # seconds a replayed cell may take in a fresh kernel
@@ -102,20 +101,6 @@ def is_student_cell(cell: NotebookNode) -> bool:
     return cell.cell_type == "code" and (bool(meta.get("solution")) or not meta.get("locked"))
 
 
-@contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    """``os.environ[name] = value`` for the block only, so nothing leaks into the grader's later children."""
-    saved = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
-
-
 class GuardedExecute(Execute):
     """nbgrader's ``Execute`` with test cells decided in this process and refusal of tampering cells."""
 
@@ -142,12 +127,11 @@ class GuardedExecute(Execute):
         CELL_SECONDS.clear()
         # Started before the snapshot below, so they outlive this grading and serve the next ones.
         become_subreaper()
-        forkserver = share_forkserver()
-        kernel_template()
+        share_forkserver()  # for the ranks of trusted code run here (autograder.verdicts); never a kernel's
+        start_template(sandbox_mode(self.kernel_manager_class, self.config))  # SandboxUnavailable: no bubblewrap
         processes = Descendants()
         try:
-            with _environ(SHARED_FORKSERVER_ENV, forkserver):  # the kernels started here inherit it
-                return super().preprocess(nb, resources, km=km)
+            return super().preprocess(nb, resources, km=km)
         finally:
             left = processes.end()
             if left:
@@ -196,19 +180,25 @@ class GuardedExecute(Execute):
         return self._trusted.get(meta["grade_id"]) == cell.source and meta["grade_id"] in self._trusted_tests
 
     def _decide(self, cell: NotebookNode, index: int) -> NotebookNode:
-        """Run a test cell here, in the grader, against the kernel's names (autograder.verdicts)."""
+        """Run a test cell here, in the grader, against the kernel's names (autograder.verdicts).
+
+        A kernel fault during the cell (no answer within the cell's limit, a kernel that dies
+        or ignores the interrupt) decides the cell whatever the test code made of it.
+        """
         gid = _meta(cell).get("grade_id")
         limit = cell_limit(self._assignment, gid)
         start = time.monotonic()
+        self._fault = ""
         if self._tests is None:
             self._tests = TestCells(self._prelude, self._ask)
-        printed, error = self._tests.run(cell.source, f"<test cell {gid}>", limit)
+        printed, error = self._tests.run(cell.source, f"<test cell {gid}>", limit,
+                                         scratch=self.km.kernel_tmpdir)
         cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=printed)] if printed else []
-        if isinstance(error, KernelTimeout):
+        if self._fault == TIME_LIMIT:
             cell.outputs.append(_error_output(TIME_LIMIT, f"this cell exceeded its time limit of {limit} s"))
-        elif isinstance(error, DeadKernelError):
-            cell.outputs.append(_error_output(KERNEL_FAULT, "the kernel died in this cell; a fresh kernel graded "
-                                                            "the cells after it"))
+        elif self._fault:
+            cell.outputs.append(_error_output(KERNEL_FAULT, f"{self._fault}; a fresh kernel graded the cells after it"))
+            self.log.warning("%s: %s", _label(cell, index), self._fault)
             self._fresh_kernel()
         elif error is not None:
             lines = traceback.format_exception_only(type(error), error)
@@ -220,16 +210,25 @@ class GuardedExecute(Execute):
         return cell
 
     def _ask(self, expression: str, seconds: float) -> str:
-        """The kernel's value of ``expression`` as text; interrupt it and raise KernelTimeout after ``seconds``."""
+        """The kernel's value of ``expression`` as text; KernelTimeout (and a noted fault) if it has none."""
+        if self._fault:
+            raise KernelTimeout(self._fault)
         try:
             reply = self._quiet("", {"answer": expression}, seconds)
+        except DeadKernelError:
+            self._fault = "the kernel died in this cell"
+            raise KernelTimeout(self._fault) from None
         except TimeoutError:
-            run_sync(self.km.interrupt_kernel)()
-            raise KernelTimeout(f"no answer within {seconds:.0f} s") from None
+            self._fault = TIME_LIMIT
+            try:
+                run_sync(self.km.interrupt_kernel)()
+                self._quiet("", {}, INTERRUPT_REPLY_S)  # answered once the interrupted request has ended
+            except (TimeoutError, DeadKernelError):
+                self._fault = f"the kernel did not respond in this cell (not even to an interrupt after {seconds:.0f} s)"
+            raise KernelTimeout(self._fault) from None
         result = reply.get("user_expressions", {}).get("answer", {})
         if result.get("status") != "ok":
-            raise KernelTimeout("the kernel could not evaluate the grader's request") if reply.get("status") == "aborted" \
-                else RuntimeError(f"the kernel could not run the grader's request ({result.get('ename', 'error')})")
+            raise RuntimeError(f"the kernel could not run the grader's request ({result.get('ename', 'error')})")
         return result["data"]["text/plain"]
 
     def _execute(self, cell: NotebookNode, index: int) -> NotebookNode:

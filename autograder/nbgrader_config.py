@@ -35,6 +35,10 @@ c.CourseDirectory.ignore = [
 
 # Every cell of every assignment runs far below this; it only bounds a runaway cell.
 c.Execute.timeout = 300
+# Every grading kernel, and all it starts, runs in a bubblewrap sandbox (autograder/sandbox.py);
+# without bubblewrap grading is refused. `python -m autograder grade` (self-study) sets
+# "optional", the book build "off" (autograder/warm_kernels.py explains the modes).
+c.WarmKernelManager.sandbox = "required"
 # One kernel everywhere: OverwriteKernelspec copies the source's kernelspec into each
 # submission, and this pins the kernel that actually runs it.
 c.Execute.kernel_name = "python3"

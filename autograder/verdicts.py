@@ -17,6 +17,7 @@ import base64
 import builtins
 import contextlib
 import io
+import tempfile
 import time
 from typing import Any, Callable
 
@@ -150,14 +151,20 @@ class TestCells:
     def _run(self, source: str, label: str) -> None:
         exec(compile(source, label, "exec"), self.namespace)  # noqa: S102 - the course's own test code
 
-    def run(self, source: str, label: str, seconds: float) -> tuple[str, BaseException | None]:
-        """Run one test cell with at most ``seconds`` of kernel time; return (printed text, error or None)."""
+    def run(self, source: str, label: str, seconds: float,
+            scratch: str | None = None) -> tuple[str, BaseException | None]:
+        """Run one test cell with at most ``seconds`` of kernel time; return (printed text, error or None).
+
+        ``scratch`` is a directory the kernel sees at the same path (its TMPDIR): temporary
+        files the test code creates go there, so paths it hands to the kernel exist there.
+        """
         for name in self.from_notebook:
             self.namespace.pop(name, None)
         self.session.deadline = time.monotonic() + seconds
         printed = io.StringIO()
         error: BaseException | None = None
         saved, remote.session = remote.session, self.session
+        saved_tmp, tempfile.tempdir = tempfile.tempdir, scratch or tempfile.tempdir
         try:
             with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
                 wanted = [n for n in free_names(source) if n not in self.namespace and not hasattr(builtins, n)]
@@ -168,5 +175,5 @@ class TestCells:
         except Exception as exc:  # noqa: BLE001 - a failing test is the cell's outcome
             error = exc
         finally:
-            remote.session = saved
+            remote.session, tempfile.tempdir = saved, saved_tmp
         return printed.getvalue(), error

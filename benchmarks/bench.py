@@ -64,8 +64,8 @@ def warm_run_seconds(calls: int = 10) -> tuple[float, float, float]:
 def grading_seconds() -> list[tuple[str, float, float, float]]:
     """(label, wall seconds, score, max score) of gradings of assignment 01, in one process.
 
-    The first grading starts the grader's kernel template and shared forkserver
-    (autograder.warm_kernels, helpers.cluster.share_forkserver); later ones fork from them.
+    The first grading starts the grader's kernel template, in its sandbox, and the forkserver
+    the kernels' ranks are forked from (autograder.warm_kernels); later ones fork from them.
     """
     from autograder.grading import grade_notebook
 

@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+import nbformat.v4
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder.course import CONFIG_FILE, read_notebook, source_notebook  # noqa: E402
+from autograder.course import CONFIG_FILE, read_notebook, release_notebook, source_notebook  # noqa: E402
+from autograder.delegation import leftover_notebook  # noqa: E402
 from autograder.grading import ScratchCourse  # noqa: E402
 from autograder.mutation import mutant_files, parse_mutant, splice  # noqa: E402
 from autograder.classroom import gradebook_score, submitted_students  # noqa: E402
@@ -75,13 +77,39 @@ def renamed_grade_id(source: nbformat.NotebookNode) -> nbformat.NotebookNode:
     raise ValueError("no test cell")
 
 
+def with_extra_cell(release: nbformat.NotebookNode, code: str, before_last_test: bool) -> nbformat.NotebookNode:
+    """The release (all stubs) plus one code cell: after the import cell, or before the last test cell."""
+    nb = nbformat.from_dict(release)
+    graded = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade")
+              and not c.metadata["nbgrader"].get("solution")]
+    imports = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "imports")
+    nb.cells.insert(graded[-1] if before_last_test else imports + 1, nbformat.v4.new_code_cell(code))
+    return nb
+
+
+def hostile(kind: str, source: nbformat.NotebookNode, release: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """An all-stub release with one attacking cell (see HOSTILE)."""
+    if kind == HOSTILE["hostile_leftover_ref"]:
+        _, calls_ref = leftover_notebook(source, release)
+        last = [c for c in calls_ref.cells if c.metadata.get("nbgrader", {}).get("solution")][-1]
+        return with_extra_cell(release, last.source, before_last_test=True)
+    forge = "import helpers.remote as r\nr.serve = lambda request: r.encode({'value': 0.0})"
+    return with_extra_cell(release, forge, before_last_test=False)
+
+
+# All stubs plus one cell: the last answer calls the name hidden blocks bind (`ref`), or the
+# kernel's half of the grader answers every request itself. Both must score 0 on every path.
+HOSTILE = {"hostile_leftover_ref": "stubs + a cell calling the hidden blocks' ref",
+           "hostile_forged_answers": "stubs + a cell forging the kernel's answers"}
+
+
 def make_class(assignment: str, course: Path, students: int, hang: bool) -> dict[str, str]:
     """Write ``students`` submissions under ``submitted/``; {student: what it is}."""
     source = read_notebook(source_notebook(assignment, ROOT))
     other = next(p for p in sorted((ROOT / "source").iterdir()) if p.name != assignment)
     special = {"malformed_not_json": "not JSON",
                "malformed_other_assignment": f"{other.name}'s notebook",
-               "malformed_renamed_grade_id": "a test cell's grade_id renamed"}
+               "malformed_renamed_grade_id": "a test cell's grade_id renamed", **HOSTILE}
     if hang:
         special["hangs"] = "a solution that loops forever"
     mutants = {path.stem: path for path in mutant_files(assignment, ROOT)}
@@ -103,6 +131,8 @@ def make_class(assignment: str, course: Path, students: int, hang: bool) -> dict
             nb = hanging(source)
         elif kind == special["malformed_renamed_grade_id"]:
             nb = renamed_grade_id(source)
+        elif kind in HOSTILE.values():
+            nb = hostile(kind, source, read_notebook(release_notebook(assignment, ROOT)))
         else:
             nb = read_notebook(source_notebook(other.name, ROOT))
         nbformat.write(nb, str(target))

@@ -5,7 +5,7 @@
 
 The chapters are stored without outputs. The build first runs each chapter in the chapters
 directory (as JupyterLab does), ``--jobs`` at once, in kernels forked from the graders' warm
-template (:mod:`autograder.warm_kernels`) whose ranks share one forkserver, and writes the
+template (:mod:`autograder.warm_kernels`) whose ranks share its forkserver, and writes the
 executed copy into a staged source directory beside the output (``<out>_src``: the home page
 ``book/index.md`` and ``notebooks/NN_*.ipynb``). Sphinx (MyST-NB, sphinx-book-theme,
 configured in ``book/conf.py``) then renders the staged copies and keeps its environment in
@@ -29,6 +29,7 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+from traitlets.config import Config
 
 BOOK = Path(__file__).resolve().parent
 ROOT = BOOK.parent
@@ -36,6 +37,8 @@ DEFAULT_OUT = ROOT / "_build" / "book"
 # Starting the warm template and the forkserver costs about 5 s and saves about 1.5 s per kernel.
 WARM_FROM_CHAPTERS = 4
 CELL_TIMEOUT_S = 300  # per cell; a whole chapter runs in 6-15 s on the idle 2-core machine
+# The chapters are course content, not student code: no sandbox (they may read helpers/stored).
+TRUSTED = Config({"WarmKernelManager": {"sandbox": "off"}})
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colours in IPython tracebacks
 
 
@@ -87,9 +90,9 @@ def run_chapters(chapters: list[Path], staged: Path, cell_timeout: int, jobs: in
     """Execute ``chapters`` into ``staged``, ``jobs`` at once; the report of each one that failed.
 
     In the course repository, from ``WARM_FROM_CHAPTERS`` chapters on, the kernels are forked
-    from a warm template and their ranks from one forkserver, as a grader's are
-    (:mod:`autograder.warm_kernels`, :func:`helpers.cluster.share_forkserver`), and every
-    process they leave is ended. A student's copy has no ``autograder``: there, jupyter's own
+    from a warm template and their ranks from its forkserver, as a grader's are
+    (:mod:`autograder.warm_kernels`; without the graders' sandbox: the chapters are trusted),
+    and every process they leave is ended. A student's copy has no ``autograder``: there, jupyter's own
     kernels run one chapter at a time (pyzmq's asyncio client can miss a reply when two
     kernels are busy at once, which :class:`autograder.warm_kernels.WakefulChannel` works around).
     """
@@ -97,21 +100,17 @@ def run_chapters(chapters: list[Path], staged: Path, cell_timeout: int, jobs: in
         return []
     try:
         from autograder.processes import Descendants
-        from autograder.warm_kernels import WarmKernelManager, template
+        from autograder.warm_kernels import WarmKernelManager, start_template
     except ImportError:
         print("autograder/ not found (a student's copy): jupyter's own kernels, one chapter at a time", flush=True)
         return _failures(asyncio.run(_run_all(chapters, staged, cell_timeout, 1, AsyncKernelManager)))
     if len(chapters) < WARM_FROM_CHAPTERS:  # not a subreaper: WarmKernelManager starts kernels the usual way
         return _failures(asyncio.run(_run_all(chapters, staged, cell_timeout, jobs, WarmKernelManager)))
-    from helpers.cluster import SHARED_FORKSERVER_ENV, share_forkserver
-
     processes = Descendants()  # also makes this process the subreaper forked kernels need
-    os.environ[SHARED_FORKSERVER_ENV] = share_forkserver()  # the kernels started here inherit it
-    template()
+    start_template("off")  # with the forkserver the kernels' ranks are forked from
     try:
         return _failures(asyncio.run(_run_all(chapters, staged, cell_timeout, jobs, WarmKernelManager)))
     finally:
-        os.environ.pop(SHARED_FORKSERVER_ENV, None)
         processes.end()
 
 
@@ -142,7 +141,7 @@ class ChapterClient(NotebookClient):
 async def _run_chapter(path: Path, staged: Path, cell_timeout: int, manager: type[AsyncKernelManager]) -> str | None:
     """Execute one chapter into ``staged``; None, or the report of the cell that failed."""
     nb = nbformat.read(path, as_version=4)
-    client = ChapterClient(nb, timeout=cell_timeout, kernel_manager_class=manager,
+    client = ChapterClient(nb, timeout=cell_timeout, kernel_manager_class=manager, config=TRUSTED,
                            resources={"metadata": {"path": str(path.parent)}})
     start = time.monotonic()
     try:

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autograder.grading import grade_notebook
+
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "04_accumulation"
 
@@ -30,10 +32,16 @@ def _benchmark():
 def test_grade_class_gives_stock_scores_reports_malformed_and_feeds_nbgrader(tmp_path: Path) -> None:
     bench = _benchmark()
     course = bench.make_course(ASSIGNMENT, tmp_path / "course")
-    kinds = bench.make_class(ASSIGNMENT, course, students=5, hang=False)
+    kinds = bench.make_class(ASSIGNMENT, course, students=7, hang=False)
     result = bench.grade_both(ASSIGNMENT, course, jobs=2, kinds=kinds)
 
     assert result.differ == []
+    # Hostile submissions (all stubs plus one attacking cell) score 0 through nbgrader autograde,
+    # grade-class and `python -m autograder grade` alike.
+    for student in bench.HOSTILE:
+        path = course / "submitted" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+        assert bench.gradebook_score(course, ASSIGNMENT, student)[0] == 0, student
+        assert grade_notebook(path, ASSIGNMENT, root=course).score == 0, student
     assert result.ours_exit == 1  # some submissions could not be graded; the others were
     lines = result.ours_output.splitlines()
     assert sum(line.startswith("[") and "/" in line.split("]")[0] for line in lines) == len(kinds)

@@ -8,13 +8,13 @@ cell scores 0 with a one-line reason; the cell after it keeps its points.
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
+import threading
 import time
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
@@ -33,23 +33,57 @@ SOLUTION = '''def add(a, b):
     ### BEGIN SOLUTION
     return a + b
     ### END SOLUTION'''
+SLEEPER = ["sleep", "613"]  # what the ranks start in new sessions: in the sandbox, so found by command line
+# Each fault is the student's code (test cells run in the grader, autograder.verdicts): a second
+# answer cell defines one function per fault, and each test cell calls one of them.
+FAULTS = '''def spin():
+    while True:
+        pass
+
+def die():
+    os._exit(1)
+
+def deaf():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        pass
+
+def on_rank():
+    if dist.get_rank() == 1:
+        raise ValueError('rank one has no shard: ' + str([1, 2]))
+
+def rank_raises():
+    run(on_rank, world_size=2, timeout=30)
+
+def destroys():
+    def on_rank():
+        dist.barrier()
+        dist.destroy_process_group()
+    run(on_rank, world_size=2, timeout=30)
+
+def ranks():
+    return run(lambda: dist.get_rank(), world_size=2, timeout=30)
+
+def new_session():
+    return run(lambda: subprocess.Popen(%r, start_new_session=True).pid, world_size=2, timeout=30)
+
+def noisy():
+    print('note', file=sys.stderr)
+    warnings.warn('careful')
+''' % SLEEPER
 CELLS = [  # (grade_id, code before the hidden block, hidden block)
     ("test_message", "", "assert add(2, 2) == 5, 'add(2, 2) must be 5: ' + 'x' * 400 + ' END'"),
-    ("test_runaway", "", "while True:\n    pass"),
+    ("test_runaway", "", "spin()"),
     ("test_after_runaway", "assert add(1, 1) == 2", ""),
-    ("test_kernel_dies", "", "os._exit(1)"),
+    ("test_kernel_dies", "", "die()"),
     ("test_after_death", "assert add(2, 3) == 5", ""),
-    ("test_deaf_kernel", "", "signal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
+    ("test_deaf_kernel", "", "deaf()"),
     ("test_after_deaf", "assert add(3, 3) == 6", ""),
-    ("test_rank_raises", "", "def on_rank():\n    if dist.get_rank() == 1:\n"
-                             "        raise ValueError('rank one has no shard: ' + str([1, 2]))\n"
-                             "run(on_rank, world_size=2, timeout=30)"),
-    ("test_destroys_group", "", "def destroys():\n    dist.barrier()\n    dist.destroy_process_group()\n"
-                                "run(destroys, world_size=2, timeout=30)"),
-    ("test_after_destroy", "assert run(lambda: dist.get_rank(), world_size=2, timeout=30) == [0, 1]", ""),
-    ("test_new_session", "", "pids = run(lambda: subprocess.Popen(['sleep', '600'], start_new_session=True).pid,"
-                             " world_size=2, timeout=30)\nwith open(os.environ['FAULTS_PID_FILE'], 'w') as f:\n    f.write(repr(pids))"),
-    ("test_stderr", "print('note', file=sys.stderr)\nwarnings.warn('careful')\nassert add(1, 2) == 3", ""),
+    ("test_rank_raises", "", "rank_raises()"),
+    ("test_destroys_group", "", "destroys()"),
+    ("test_after_destroy", "assert ranks() == [0, 1]", ""),
+    ("test_new_session", "", "new_session()"),
+    ("test_stderr", "noisy()\nassert add(1, 2) == 3", ""),
 ]
 LOSES = {"test_message", "test_runaway", "test_kernel_dies", "test_deaf_kernel", "test_rank_raises",
          "test_destroys_group"}
@@ -58,21 +92,39 @@ LOSES = {"test_message", "test_runaway", "test_kernel_dies", "test_deaf_kernel",
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     cells = [new_markdown_cell("# Faults\nImplement `add`."), nbgrader_cell(IMPORTS, "imports"),
-             nbgrader_cell(SOLUTION, "add", solution=True)]
+             nbgrader_cell(SOLUTION, "add", solution=True), nbgrader_cell(FAULTS, "faults", solution=True)]
     cells += [nbgrader_cell(with_hidden(v, h), gid, points=1) for gid, v, h in CELLS]
     return write_assignment(tmp_path_factory.mktemp("faults"), NAME, assignment_notebook(cells))
 
 
+def _sleepers() -> set[int]:
+    """Host pids of the processes the ranks start in new sessions."""
+    return {p.pid for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == SLEEPER}
+
+
+class Watcher(threading.Thread):
+    """Notes every pid of :func:`_sleepers` while grading runs."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.seen: set[int] = set()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            self.seen |= _sleepers()
+
+
 @pytest.fixture(scope="module")
-def graded(course, tmp_path_factory):
+def graded(course):
     """(result, feedback HTML, pids the ranks started in new sessions, seconds) of one grading."""
-    pid_file = tmp_path_factory.mktemp("pids") / "pids"
     patch = pytest.MonkeyPatch()
-    patch.setenv("FAULTS_PID_FILE", str(pid_file))
     for name in ("MIN_S", "STARTUP_S"):  # only the two runaway cells are "measured": limit LIMIT_S
         patch.setattr(budget, name, LIMIT_S)
     patch.setattr(budget, "measured_seconds", lambda: {NAME: {"test_runaway": 0.0, "test_deaf_kernel": 0.0}})
     source = nbformat.read(str(source_notebook(NAME, course)), as_version=4)
+    watcher = Watcher()
+    watcher.start()
     try:
         with scratch_course(NAME, course) as scratch:
             start = time.monotonic()
@@ -80,9 +132,10 @@ def graded(course, tmp_path_factory):
             seconds = time.monotonic() - start
             html = scratch.feedback("student")
     finally:
+        watcher.done.set()
+        watcher.join()
         patch.undo()
-    pids = json.loads(pid_file.read_text()) if pid_file.exists() else []
-    return result, html, pids, seconds
+    return result, html, sorted(watcher.seen), seconds
 
 
 def _cells(result):
@@ -133,12 +186,11 @@ def test_destroying_the_group_costs_that_cell_only(graded):
 
 
 def test_processes_started_in_a_new_session_end_with_grading(graded):
-    pids = graded[2]
-    assert len(pids) == 2
+    assert len(graded[2]) == 2
     deadline = time.monotonic() + 10
-    while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
+    while _sleepers() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(os.path.exists(f"/proc/{p}") for p in pids)
+    assert not _sleepers()
 
 
 def test_stderr_and_warnings_do_not_cost_points(graded):

@@ -119,6 +119,20 @@ def test_honest_code_with_harmless_extras_scores_full(grader):
     assert result.full_marks, result.cells
 
 
+def test_nothing_the_kernel_writes_reaches_the_course_or_the_feedback(grader):
+    # The kernel works in a private copy of the submission folder, inside the sandbox: the
+    # course directory is not there to read, and what it writes stays in the sandbox.
+    steal = ("import glob, os, shutil\n"
+             "open('planted.txt', 'w').write('x')\n"
+             "for path in glob.glob('../../../**/*.ipynb', recursive=True) + glob.glob('/work/**/*.py'):\n"
+             "    shutil.copy(path, os.path.basename(path))")
+    grader.grade(_submission(grader, WRONG, steal), "writer")
+    grader.feedback("writer")
+    for folder in ("autograded", "feedback"):
+        files = sorted(p.name for p in (grader.workdir / folder / "writer" / NAME).iterdir())
+        assert files == [f"{NAME}.{'ipynb' if folder == 'autograded' else 'html'}"], (folder, files)
+
+
 def test_feedback_hides_hidden_tests(grader):
     truncating = "def add(a, b):\n    return int(a) + int(b)"  # passes the visible test, fails a hidden one
     grader.grade(_submission(grader, truncating), "feedback_student")

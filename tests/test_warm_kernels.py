@@ -3,7 +3,9 @@
 The grader's kernel manager forks each kernel from a process that imported torch and
 ipykernel; jupyter must still see an ordinary kernel: its own environment and working
 directory, interrupts that reach it, a shutdown that leaves no process behind. Its client
-notices a reply even when pyzmq's asyncio poll is not woken for it.
+notices a reply even when pyzmq's asyncio poll is not woken for it. The first test is of
+kernels without the sandbox (mode ``off``, the book's); tests/test_sandbox.py tests the
+sandboxed ones, which the others here start (mode ``required``, the default).
 """
 from __future__ import annotations
 
@@ -24,10 +26,13 @@ from jupyter_client.session import Session
 from nbclient import NotebookClient
 from nbclient.util import run_sync
 from nbformat.v4 import new_code_cell, new_notebook
+from traitlets.config import Config
 
 import autograder.warm_kernels as warm_kernels
 from autograder.processes import alive, become_subreaper
 from autograder.warm_kernels import POLL_SLICE_S, WakefulChannel, WarmKernelManager, template
+
+UNSANDBOXED = Config({"WarmKernelManager": {"sandbox": "off"}})
 
 PROBE = ("import os, sys\n"
          "print(os.getpid(), os.getppid(), 'torch' in sys.modules, os.getcwd(), "
@@ -41,7 +46,8 @@ def test_a_forked_kernel_is_a_fresh_kernel_of_this_process(tmp_path: Path, monke
     nb = new_notebook(cells=[new_code_cell(PROBE), new_code_cell("while True:\n    pass"),
                              new_code_cell("print('still here')")])
     client = NotebookClient(nb, kernel_name="python3", timeout=5, interrupt_on_timeout=True, allow_errors=True,
-                            kernel_manager_class=WarmKernelManager, resources={"metadata": {"path": str(tmp_path)}})
+                            kernel_manager_class=WarmKernelManager, resources={"metadata": {"path": str(tmp_path)}},
+                            config=UNSANDBOXED)
     client.execute()
 
     pid, ppid, preloaded, cwd, var, path0 = nb.cells[0].outputs[0].text.split()
@@ -58,16 +64,17 @@ def test_a_forked_kernel_is_a_fresh_kernel_of_this_process(tmp_path: Path, monke
 
 
 def test_a_dead_template_costs_speed_not_the_grading(tmp_path: Path, monkeypatch) -> None:
-    become_subreaper()
-    dead = warm_kernels.Template()
+    dead = warm_kernels.Template(sandboxed=True)
     dead.process.kill()
     dead.process.wait()
     monkeypatch.setattr(dead, "alive", lambda: True)  # as if it died between the check and the request
-    monkeypatch.setattr(warm_kernels, "_template", dead)
-    nb = new_notebook(cells=[new_code_cell("print('ran')")])
+    monkeypatch.setitem(warm_kernels._templates, True, dead)
+    nb = new_notebook(cells=[new_code_cell("import os\nprint('ran', open('/proc/1/cmdline').read().split(chr(0))[0])")])
     NotebookClient(nb, kernel_name="python3", timeout=60, kernel_manager_class=WarmKernelManager,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
-    assert nb.cells[0].outputs[0].text == "ran\n"  # started the usual way
+    assert nb.cells[0].outputs[0].text.startswith("ran ")  # started the usual way,
+    assert nb.cells[0].outputs[0].text.strip().endswith("bwrap")  # in a sandbox of its own
+    dead.close()
 
 
 def test_a_forked_kernel_runs_its_exit_handlers(tmp_path: Path) -> None:
@@ -140,12 +147,12 @@ GRADER = """
 import sys, time
 from jupyter_client.utils import run_sync
 from autograder.processes import become_subreaper
-from autograder.warm_kernels import WarmKernelManager, template
+from autograder.warm_kernels import WarmKernelManager, start_template
 become_subreaper()
-template()
+warm = start_template()
 manager = WarmKernelManager(kernel_name="python3")
 run_sync(manager.start_kernel)()
-print(manager.provisioner.pid, manager.kernel_tmpdir, flush=True)
+print(manager.provisioner.pid, warm.scratch, flush=True)
 time.sleep(600)
 """
 
@@ -169,5 +176,5 @@ def test_a_forked_kernel_ends_when_its_grader_is_killed(tmp_path: Path) -> None:
         os.waitpid(kernel, 0)
     except ChildProcessError:
         pass
-    shutil.rmtree(scratch, ignore_errors=True)  # the killed grader could not remove the kernel's TMPDIR
+    shutil.rmtree(scratch, ignore_errors=True)  # the killed grader could not remove its sandbox's scratch directory
     assert ended, "the kernel outlived its grader"

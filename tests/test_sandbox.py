@@ -1,0 +1,277 @@
+"""Grading kernels run in a bubblewrap sandbox (autograder.sandbox, autograder.warm_kernels).
+
+A kernel started the way the grader starts it (``WarmKernelManager``, mode ``required``)
+runs code and torch, but sees of the course only ``helpers/`` (read-only), cannot write
+outside its own directory, has no network but its own loopback, runs its ranks inside the
+sandbox, works on a private copy of its working directory, answers interrupts, and leaves
+nothing behind. Without bubblewrap, ``required`` refuses to grade with a plain message.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from jupyter_client.utils import run_sync
+
+from autograder import sandbox, warm_kernels
+from autograder.sandbox import SandboxUnavailable
+from autograder.warm_kernels import WarmKernelManager, start_template, use_sandbox
+
+pytestmark = pytest.mark.skipif(not sandbox.available(), reason="bubblewrap cannot start sandboxes here")
+ROOT = Path(sandbox.helpers_dir()).parent
+START_S = 120  # a kernel's start on a loaded 2-core machine (the template's first start included)
+
+
+class Kernel:
+    """A sandboxed kernel started by WarmKernelManager in ``cwd``, and its client."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.km = WarmKernelManager(kernel_name="python3")
+        run_sync(self.km.start_kernel)(cwd=str(cwd))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        run_sync(self.kc.wait_for_ready)(timeout=START_S)
+
+    def run(self, code: str, expression: str = "None", timeout: float = 60) -> object:
+        """Run ``code``, then return the kernel's value of ``expression``, a Python literal.
+
+        The value comes with the execute reply (``user_expressions``), not as output, which
+        ipykernel may publish after the reply.
+        """
+        reply = run_sync(self.kc.execute_interactive)(code, user_expressions={"v": expression}, timeout=timeout,
+                                                       output_hook=lambda msg: None)["content"]
+        assert reply["status"] == "ok", f"{reply.get('ename')}: {reply.get('evalue')}"
+        value = reply["user_expressions"]["v"]
+        assert value["status"] == "ok", f"{value.get('ename')}: {value.get('evalue')}"
+        return ast.literal_eval(value["data"]["text/plain"])
+
+    def value(self, expression: str) -> object:
+        """The kernel's value of ``expression``, a Python literal."""
+        return self.run("", expression)
+
+    def shut_down(self) -> None:
+        self.kc.stop_channels()
+        run_sync(self.km.shutdown_kernel)()
+
+
+@pytest.fixture(scope="module")
+def submission(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("submission")
+    (folder / "answer.ipynb").write_text("{}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def kernel(submission):
+    kernel = Kernel(submission)
+    yield kernel
+    kernel.shut_down()
+
+
+def test_a_sandboxed_kernel_runs_code_and_torch(kernel):
+    assert kernel.value("__import__('torch').ones(3).sum().item()") == 3.0
+    assert kernel.value("__import__('os').getppid()") == 1  # its parent, the template, is the sandbox's init
+    assert kernel.value("b'kernel_template.py' in open('/proc/1/cmdline', 'rb').read()")
+
+
+def test_the_course_is_invisible_but_helpers(kernel):
+    kernel.run("import importlib.util, os, sys")
+    assert kernel.value("importlib.util.find_spec('autograder')") is None
+    python = {Path(p).relative_to(ROOT).parts[0] for p in sandbox.python_dirs() if Path(p).is_relative_to(ROOT)}
+    assert set(kernel.value(f"os.listdir({str(ROOT)!r})")) == {"helpers", *python}  # the venv may live there
+    for name in ("autograder", "source", "gradebook.db", ".git", "pyproject.toml"):
+        assert not kernel.value(f"os.path.exists({str(ROOT / name)!r})"), name
+    assert kernel.value("[m for m in sys.modules if m.split('.')[0] == 'autograder']") == []
+    if str(ROOT) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):  # (a copy of the course run from it)
+        assert kernel.value(f"[p for p in sys.path if p.rstrip('/') == {str(ROOT)!r}]") == []
+    assert not kernel.value("any(os.path.exists(p) for p in ('/root/.bashrc', '/sys/class', '/home', '/var'))")
+    shadow = "def shadow():\n    try:\n        return open('/etc/shadow').read()\n    except OSError as e:\n" \
+             "        return type(e).__name__\n"
+    assert kernel.run(shadow, "shadow()") in ("", "PermissionError")  # masked: root's own files
+    assert kernel.value("os.environ['HOME'].startswith(os.path.dirname(os.getcwd()))")  # its own directory
+
+
+ATTEMPT = """
+def attempt(action, *args):
+    try:
+        action(*args)
+        return "done"
+    except OSError as e:
+        return type(e).__name__
+"""
+
+
+def test_helpers_python_and_the_root_are_read_only(kernel):
+    kernel.run(ATTEMPT)
+    for folder in (sandbox.helpers_dir(), sys.prefix, os.path.realpath(sys.base_prefix), "/usr", "/", "/opt/course"):
+        target = os.path.join(folder, "planted.py")
+        result = kernel.value(f"attempt(open, {target!r}, 'w')")
+        assert result in ("PermissionError", "OSError", "FileNotFoundError"), (folder, result)
+        assert not os.path.exists(target), target
+
+
+ECHO = """
+def echo():
+    with socket.socket() as server:
+        server.bind(('127.0.0.1', 0))
+        server.listen()
+        with socket.create_connection(server.getsockname()) as client:
+            accepted, _ = server.accept()
+            client.sendall(b'ok')
+            with accepted:
+                return accepted.recv(2)
+"""
+
+
+def test_memory_is_bounded(kernel):
+    code = ("import resource, torch\ndef allocate(n):\n    try:\n        return torch.empty(n, dtype=torch.uint8).numel()\n"
+            "    except (RuntimeError, MemoryError) as e:\n        return type(e).__name__\n")
+    limit = warm_kernels.MEMORY_LIMIT_BYTES
+    assert kernel.run(code, "resource.getrlimit(resource.RLIMIT_AS)") == (limit, limit)
+    assert kernel.value(f"allocate({limit})") == "RuntimeError"  # torch's "can't allocate memory"
+    assert kernel.value(f"allocate({1 << 28})") == 1 << 28
+
+
+def test_no_network_but_its_own_loopback(kernel):
+    kernel.run(ATTEMPT + "import socket")
+    with socket.socket() as server:  # a port open on the host's loopback
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert kernel.value(f"attempt(socket.create_connection, ('127.0.0.1', {port}), 5)") == "ConnectionRefusedError"
+    assert kernel.value("sorted(n for _, n in socket.if_nameindex())") == ["lo"]
+    assert kernel.run(ECHO, "echo()") == b"ok"
+
+
+WHERE = """
+import os
+import torch.distributed as dist
+from helpers.cluster import run
+
+def where():
+    with open('/proc/1/cmdline', 'rb') as f:
+        init = f.read()
+    return dist.get_rank(), os.getpid(), init, os.path.exists(%r)
+"""
+
+
+def test_ranks_run_inside_the_sandbox(kernel):
+    kernel.run(WHERE % str(ROOT / "autograder"))
+    ranks = kernel.value("run(where, world_size=2)")
+    assert [r[0] for r in ranks] == [0, 1]
+    assert all(b"kernel_template.py" in r[2] and not r[3] for r in ranks)  # in the sandbox's pid namespace
+    warm = warm_kernels.template(sandboxed=True)
+    assert all(sandbox.host_pid(warm.process.pid, r[1]) for r in ranks)  # the pids are the sandbox's own
+
+
+TRACE = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+server = [int(p) for p in os.listdir('/proc') if p.isdigit() and b'forkserver' in open(f'/proc/{p}/cmdline', 'rb').read()]
+"""
+
+
+def test_the_template_and_forkserver_cannot_be_traced_or_killed(kernel):
+    kernel.run("import os")
+    attached = kernel.run(TRACE, "[libc.ptrace(16, pid, 0, 0) for pid in (os.getppid(), *server)]")  # ATTACH
+    assert len(attached) >= 2 and set(attached) == {-1}  # the template, the forkserver and the ranks it forked
+    kernel.run("import signal\nfor s in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM):\n    os.kill(1, s)")
+    time.sleep(0.5)
+    warm = warm_kernels.template(sandboxed=True)
+    assert warm.alive() and psutil.Process(warm.process.pid).children()[0].status() != psutil.STATUS_STOPPED
+
+
+def test_work_is_private_and_removed_with_the_kernel(submission):
+    other = Kernel(submission)
+    try:
+        kernel_dir = Path(other.km.kernel_dir)
+        assert other.value("sorted(__import__('os').listdir('.'))") == ["answer.ipynb"]
+        other.run("open('answer.ipynb', 'w').write('changed'); open('new.txt', 'w').write('new')")
+        assert sorted(p.name for p in submission.iterdir()) == ["answer.ipynb"]
+        assert (submission / "answer.ipynb").read_text() == "{}"
+        assert kernel_dir.is_dir()
+    finally:
+        other.shut_down()
+    assert not kernel_dir.exists()
+
+
+def _below(pid: int) -> set[int]:
+    try:
+        return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def test_interrupt_works_and_shutdown_leaves_nothing(tmp_path):
+    warm = start_template("required")
+    before = _below(warm.process.pid)
+    other = Kernel(tmp_path)
+    try:
+        other.run("from helpers.cluster import run\nrun(lambda: 1, world_size=2)")
+        assert len(_below(warm.process.pid) - before) >= 3  # the kernel and its two ranks
+        msg_id = other.kc.execute("import time\ntime.sleep(100)")
+        time.sleep(1)
+        start = time.monotonic()
+        run_sync(other.km.interrupt_kernel)()
+        reply = run_sync(other.kc.get_shell_msg)(timeout=30)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        assert time.monotonic() - start < 10
+        assert other.value("1 + 1") == 2  # the kernel lives on
+    finally:
+        other.shut_down()
+    deadline = time.monotonic() + 15
+    while _below(warm.process.pid) - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _below(warm.process.pid) - before
+    assert warm.alive()
+
+
+def test_required_refuses_to_grade_without_bubblewrap(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox, "available", lambda: False)
+    with pytest.raises(SandboxUnavailable, match=r"^bubblewrap \(Debian package `bubblewrap`\) is needed to "
+                                                  r"grade for credit"):
+        start_template("required")
+    with pytest.raises(SandboxUnavailable):
+        run_sync(WarmKernelManager(kernel_name="python3").start_kernel)(cwd=str(tmp_path))
+    assert use_sandbox("optional") is False and use_sandbox("off") is False
+
+
+def test_a_stale_pid_is_never_signalled():
+    """A kernel that is not this process's child is signalled only while its pid still names it."""
+    shell = psutil.Popen(["sh", "-c", "sleep 30 & echo $!; wait"], stdout=__import__("subprocess").PIPE, text=True)
+    sleeper = psutil.Process(int(shell.stdout.readline()))  # not our child: sh's
+    try:
+        kernel = warm_kernels.ForkedKernel(sleeper.pid, started=sandbox.start_time(sleeper.pid) + 1)
+        assert kernel.poll() is not None  # a later process than the one recorded
+        kernel.send_signal(signal.SIGKILL)
+        assert sleeper.is_running()
+    finally:
+        sleeper.kill()
+        shell.wait()
+
+
+def test_what_a_kernel_leaves_in_shared_places_is_gone_for_the_next(monkeypatch, tmp_path):
+    """A grading process grades one submission after another in one sandbox (grade-class)."""
+    monkeypatch.setattr(warm_kernels, "_templates", {})  # a sandbox of this test's own, with no other kernel
+    first = Kernel(tmp_path)
+    try:
+        scratch = warm_kernels.template(sandboxed=True).scratch
+        first.run(f"open('/tmp/left.txt', 'w').write('x'); open({scratch + '/left.txt'!r}, 'w').write('x')\n"
+                  f"__import__('os').chmod({scratch!r}, 0)")
+    finally:
+        first.shut_down()
+    second = Kernel(tmp_path)
+    try:
+        assert "left.txt" not in second.value("__import__('os').listdir('/tmp')")  # there: the scratch directory
+        assert not os.path.exists(os.path.join(scratch, "left.txt"))
+    finally:
+        second.shut_down()
+        warm_kernels.template(sandboxed=True).close()
