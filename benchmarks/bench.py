@@ -61,22 +61,78 @@ def warm_run_seconds(calls: int = 10) -> tuple[float, float, float]:
     return times[0], times[-1], statistics.median(times[1:])
 
 
+def stock_config(root: Path):
+    """The course's nbgrader config with nbgrader's own autograde steps and kernels (no guard, no sandbox)."""
+    from nbgrader.converters.autograde import Autograde
+
+    from autograder.course import nbgrader_config
+
+    config = nbgrader_config(root)
+    defaults = Autograde()  # nbgrader's own lists
+    config.Autograde.sanitize_preprocessors = list(defaults.sanitize_preprocessors)
+    config.Autograde.autograde_preprocessors = list(defaults.autograde_preprocessors)
+    return config
+
+
 def grading_seconds() -> list[tuple[str, float, float, float]]:
-    """(label, wall seconds, score, max score) of gradings of assignment 01, in one process.
+    """(label, wall seconds, score, max score) of gradings of assignment 01's source, in one process.
 
-    The first grading starts the grader's kernel template, in its sandbox, and the forkserver
-    the kernels' ranks are forked from (autograder.warm_kernels); later ones fork from them.
+    Three ways, each graded twice in a row and reported for its second (warm) grading: the
+    course's pipeline with kernels in the sandbox (what every grading path does), the same
+    pipeline without the sandbox (mode "off"), and stock nbgrader (its own Execute: hidden
+    tests in the kernel, a fresh ``python -m ipykernel_launcher`` per notebook).
     """
-    from autograder.grading import grade_notebook
+    import nbformat
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
 
+    from autograder.course import quiet_logger
+    from autograder.grading import scratch_course
+
+    source = nbformat.read(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
     out = []
-    for version, label in (("source", "first grading in this process, starts the warm template"),
-                           ("release", "warm"), ("source", "warm")):
-        path = ROOT / version / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-        start = time.perf_counter()
-        result = grade_notebook(path, ASSIGNMENT)
-        out.append((f"`{version}/{ASSIGNMENT}` ({label})", time.perf_counter() - start, result.score, result.max_score))
+    for label, mode in (("course pipeline, kernels in the sandbox", "required"),
+                        ("course pipeline, no sandbox", "off"), ("stock nbgrader", None)):
+        with scratch_course(ASSIGNMENT, ROOT, sandbox=mode) as course:
+            if mode is None:
+                config = stock_config(course.workdir)
+                course.api = NbGraderAPI(coursedir=CourseDirectory(config=config, log=quiet_logger()),
+                                         config=config, log=quiet_logger())
+            for attempt in range(2):
+                start = time.perf_counter()
+                result = course.grade(source, f"bench{attempt}")
+                seconds = time.perf_counter() - start
+        out.append((label, seconds, result.score, result.max_score))
     return out
+
+
+BASELINE = "cd5f7fb"  # the last commit whose test cells ran in the student's kernel, unsandboxed
+BASELINE_SCRIPT = """
+import time
+from autograder.grading import grade_notebook
+for attempt in range(2):
+    start = time.perf_counter()
+    result = grade_notebook("source/{a}/{a}.ipynb", "{a}")
+print(time.perf_counter() - start, result.score, result.max_score)
+"""
+
+
+def baseline_seconds(ref: str = BASELINE) -> tuple[str, float, float, float] | None:
+    """The same warm grading with the code of commit ``ref`` (a git worktree); None without git history."""
+    import subprocess
+
+    if subprocess.run(["git", "cat-file", "-e", ref], cwd=ROOT, capture_output=True).returncode != 0:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "baseline")
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", tree, ref], cwd=ROOT, check=True)
+        try:
+            done = subprocess.run([sys.executable, "-c", BASELINE_SCRIPT.format(a=ASSIGNMENT)], cwd=tree,
+                                  env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True, check=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=ROOT, check=True)
+    seconds, score, max_score = (float(x) for x in done.stdout.split()[-3:])
+    return f"the code of {ref} (test cells in the student's kernel, no sandbox)", seconds, score, max_score
 
 
 def graded_cell_seconds() -> list[tuple[str, float]]:
@@ -104,6 +160,7 @@ def main() -> None:
     cold = cold_spawn_seconds()
     first, tenth, median = warm_run_seconds()
     grades = grading_seconds()
+    baseline = baseline_seconds()
     cells = graded_cell_seconds()
     print(f"Measured {date.today()} on {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, torch {torch.__version__}\n")
@@ -115,7 +172,16 @@ def main() -> None:
     print(f"| median of warm calls 2-10 | {median:.4f} |")
     print(f"| **ratio cold spawn / tenth warm run** | **{cold / tenth:.0f}x** |")
     for label, seconds, score, max_score in grades:
-        print(f"| grade {label} with nbgrader, score {score:g}/{max_score:g} | {seconds:.1f} |")
+        print(f"| grade `source/{ASSIGNMENT}` (second grading in a row), {label}, score {score:g}/{max_score:g} "
+              f"| {seconds:.1f} |")
+    sandboxed, unsandboxed, stock = (seconds for _, seconds, _, _ in grades)
+    if baseline is not None:
+        label, before, score, max_score = baseline
+        print(f"| grade `source/{ASSIGNMENT}` (second grading in a row), {label}, score {score:g}/{max_score:g} "
+              f"| {before:.1f} |")
+        print(f"| **ratio sandboxed / {BASELINE}** | **{sandboxed / before:.2f}x** |")
+    print(f"| **ratio sandboxed / unsandboxed pipeline; sandboxed / stock nbgrader** "
+          f"| **{sandboxed / unsandboxed:.2f}x; {sandboxed / stock:.2f}x** |")
     for grade_id, seconds in cells:
         print(f"| test cell `{grade_id}` in a fresh kernel (first cell starts the groups) | {seconds:.2f} |")
     load = os.getloadavg()[0]
