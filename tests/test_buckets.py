@@ -321,24 +321,6 @@ def test_stored_results_for_the_chapter() -> None:
     assert default["tail_s"][f][c] == pytest.approx(synthetic["cases"][1]["tail_s"])
 
 
-@pytest.fixture
-def graded(monkeypatch):
-    """A grader's view of a notebook that is this process: ``put(name, fn)`` defines ``name`` in
-    ``__main__`` and returns its :class:`helpers.remote.Remote` stand-in; calls go through
-    :func:`helpers.remote.serve` (pickled there, plain data back), as they do to a kernel."""
-    from autograder.verdicts import Session
-    from helpers import remote
-
-    main = sys.modules["__main__"]
-    monkeypatch.setattr(remote, "session", Session(lambda expression, seconds: repr(eval(expression))))  # noqa: S307
-
-    def put(name: str, fn):
-        monkeypatch.setattr(main, name, fn, raising=False)
-        return remote.Remote(name)
-
-    return put
-
-
 @pytest.mark.parametrize("step, message", [(_reference_train_step, None), (_step_before_wait, "ran before"),
                                            (_no_wait, "called 0 time"),
                                            (_zero_grad_after_wait, "did not move at all"),

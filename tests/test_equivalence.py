@@ -348,26 +348,6 @@ def test_capture_check_catches_double_without_clone_and_a_kept_mask() -> None:
         R.assert_capture(lambda m, o, loss, c, mask: {**R.capture_update_state(m, o, loss, c, mask), "mask": mask})
 
 
-@pytest.fixture
-def graded(monkeypatch):
-    """A grader's view of a notebook that is this process: ``put(name, fn)`` defines ``name`` in
-    ``__main__`` and returns its :class:`helpers.remote.Remote` stand-in; calls go through
-    :func:`helpers.remote.serve` (pickled there, plain data back), as they do to a kernel."""
-    import sys
-
-    from autograder.verdicts import Session
-    from helpers import remote
-
-    main = sys.modules["__main__"]
-    monkeypatch.setattr(remote, "session", Session(lambda expression, seconds: repr(eval(expression))))  # noqa: S307
-
-    def put(name: str, fn):
-        monkeypatch.setattr(main, name, fn, raising=False)
-        return remote.Remote(name)
-
-    return put
-
-
 def _kept_mask(model, optimizer, loss, clip_coef, mask):
     return {**R.capture_update_state(model, optimizer, loss, clip_coef, mask), "mask": mask}
 
