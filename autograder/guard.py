@@ -191,8 +191,7 @@ class GuardedExecute(Execute):
         self._fault = ""
         if self._tests is None:
             self._tests = TestCells(self._prelude, self._ask)
-        printed, error = self._tests.run(cell.source, f"<test cell {gid}>", limit,
-                                         scratch=self.km.kernel_tmpdir)
+        printed, error = self._tests.run(cell.source, f"<test cell {gid}>", limit)
         cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=printed)] if printed else []
         if self._fault == TIME_LIMIT:
             cell.outputs.append(_error_output(TIME_LIMIT, f"this cell exceeded its time limit of {limit} s"))

@@ -17,7 +17,6 @@ import base64
 import builtins
 import contextlib
 import io
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -47,28 +46,58 @@ class Answer(Exception):
     """What came back from the kernel was not plain data (the message says what)."""
 
 
+MAX_ANSWER_CHARS = 256 * 2**20  # encoded size of one answer from the kernel (a few times the largest needed)
+
+
+def _fresh(value: Any) -> Any:
+    """``value`` rebuilt: containers of the same plain kind, tensors as new tensors holding only their data.
+
+    A loaded tensor keeps attributes set on it in the kernel (``t.item = ...``) and may be a
+    view whose elements share memory (``expand``: a few bytes that become gigabytes when
+    copied); both are refused or dropped here.
+    """
+    kind = type(value)
+    if kind is torch.Tensor:
+        if value.numel() * value.element_size() > value.untyped_storage().nbytes():
+            raise Answer("a returned tensor has overlapping elements (an expand()ed or strided view); "
+                         "return a tensor with its own memory (.clone() or .contiguous())")
+        return torch.empty_like(value, memory_format=torch.preserve_format).copy_(value)
+    if kind in (list, tuple):
+        return kind(_fresh(v) for v in value)
+    if isinstance(value, dict) and kind.__module__ in ("builtins", "collections"):
+        return kind((_fresh(k), _fresh(v)) for k, v in value.items())
+    return value
+
+
 def _exception(name: str, message: str, attrs: dict) -> BaseException:
     """The exception the kernel reported, rebuilt here from its name and text only."""
-    cls = KNOWN_ERRORS.get(name)
-    if cls is None:
-        candidate = getattr(builtins, name, None)
-        cls = candidate if isinstance(candidate, type) and issubclass(candidate, Exception) else None
-    if cls is None:
-        return NotebookError(f"{name}: {message}")
-    exc = cls.__new__(cls)
-    Exception.__init__(exc, message)
-    unfinished = attrs.get("unfinished")
-    if cls is CollectiveTimeout:
-        exc.unfinished = [r for r in unfinished if type(r) is int] if type(unfinished) is list else []
-    return exc
+    if name == "CollectiveTimeout":
+        unfinished = attrs.get("unfinished")
+        return CollectiveTimeout(message, [r for r in unfinished if type(r) is int] if type(unfinished) is list else [])
+    if name == "RankError":
+        return RankError(message, -1, "", message)
+    if name in KNOWN_ERRORS:
+        return KNOWN_ERRORS[name](message)
+    candidate = getattr(builtins, name, None)
+    if isinstance(candidate, type) and issubclass(candidate, Exception):
+        try:
+            return candidate(message)
+        except Exception:  # noqa: BLE001 - a builtin whose constructor wants more (UnicodeDecodeError)
+            pass
+    return NotebookError(f"{name}: {message}")
 
 
 def decode(text: str) -> Any:
     """The kernel's encoded answer (the repr of a base64 string) as plain data, or :class:`Answer`."""
+    if len(text) > MAX_ANSWER_CHARS:
+        raise Answer(f"the notebook's code returned {len(text) * 3 // 4:,} bytes; at most "
+                     f"{MAX_ANSWER_CHARS * 3 // 4:,} are accepted")
     try:
         data = base64.b64decode(ast.literal_eval(text), validate=True)
         with torch.serialization.safe_globals([CollectiveRecord]):
-            return torch.load(io.BytesIO(data), weights_only=True)
+            return _fresh(torch.load(io.BytesIO(data), weights_only=True))
+    except Answer:
+        raise
     except Exception as exc:  # noqa: BLE001 - whatever the kernel sent, it is not an answer
         raise Answer(f"the notebook's code returned something that is not plain data "
                      f"(tensors, numbers, strings, lists, tuples, dicts): {str(exc)[:300]}") from None
@@ -151,12 +180,11 @@ class TestCells:
     def _run(self, source: str, label: str) -> None:
         exec(compile(source, label, "exec"), self.namespace)  # noqa: S102 - the course's own test code
 
-    def run(self, source: str, label: str, seconds: float,
-            scratch: str | None = None) -> tuple[str, BaseException | None]:
+    def run(self, source: str, label: str, seconds: float) -> tuple[str, BaseException | None]:
         """Run one test cell with at most ``seconds`` of kernel time; return (printed text, error or None).
 
-        ``scratch`` is a directory the kernel sees at the same path (its TMPDIR): temporary
-        files the test code creates go there, so paths it hands to the kernel exist there.
+        Files the notebook's code works with are made, read and removed in the kernel
+        (:func:`helpers.remote.call`), never here: a link planted there leads nowhere here.
         """
         for name in self.from_notebook:
             self.namespace.pop(name, None)
@@ -164,7 +192,6 @@ class TestCells:
         printed = io.StringIO()
         error: BaseException | None = None
         saved, remote.session = remote.session, self.session
-        saved_tmp, tempfile.tempdir = tempfile.tempdir, scratch or tempfile.tempdir
         try:
             with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
                 wanted = [n for n in free_names(source) if n not in self.namespace and not hasattr(builtins, n)]
@@ -175,5 +202,5 @@ class TestCells:
         except Exception as exc:  # noqa: BLE001 - a failing test is the cell's outcome
             error = exc
         finally:
-            remote.session, tempfile.tempdir = saved, saved_tmp
+            remote.session = saved
         return printed.getvalue(), error

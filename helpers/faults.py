@@ -36,6 +36,8 @@ from typing import Any, Callable, Sequence
 
 import torch.distributed as dist
 
+from helpers import remote
+
 __all__ = ["Fault", "kill", "stall", "fail", "point", "InjectedFault", "RankView", "FaultReport",
            "run_with_faults", "arm_from_env", "FAULT_ENV"]
 
@@ -249,7 +251,7 @@ def run_with_faults(fn: Callable[..., Any], *args: Any, faults: Sequence[Fault],
     for fault in faults:
         if not 0 <= fault.rank < world_size:
             raise ValueError(f"{fault.describe()}: no such rank in a {world_size}-rank group")
-    report_dir = tempfile.mkdtemp(prefix="course-faults-")
+    report_dir = remote.call(tempfile.mkdtemp, prefix="course-faults-")  # where the ranks run
     start = time.monotonic()
     results, error = None, None
     try:
@@ -259,15 +261,27 @@ def run_with_faults(fn: Callable[..., Any], *args: Any, faults: Sequence[Fault],
         except ClusterError as exc:
             error = exc
         seconds = time.monotonic() - start
-        views = [_read_view(report_dir, k) for k in range(world_size)]
+        # read where the ranks wrote them (a grader's call runs in the kernel's sandbox)
+        views = [_view(rank, report) for rank, report in enumerate(remote.call(_read_reports, report_dir, world_size))]
     finally:
-        shutil.rmtree(report_dir, ignore_errors=True)
+        remote.call(shutil.rmtree, report_dir, ignore_errors=True)
     return FaultReport(list(faults), views, results, error, seconds)
 
 
-def _read_view(report_dir: str, rank: int) -> RankView:
+def _read_reports(report_dir: str, world_size: int) -> list[dict | None]:
+    """Each rank's report as plain data (None where it wrote none)."""
+    reports: list[dict | None] = []
+    for rank in range(world_size):
+        try:
+            with open(os.path.join(report_dir, f"rank{rank}.json"), encoding="utf-8") as f:
+                reports.append(json.load(f))
+        except (OSError, ValueError):
+            reports.append(None)
+    return reports
+
+
+def _view(rank: int, report: Any) -> RankView:
     try:
-        with open(os.path.join(report_dir, f"rank{rank}.json"), encoding="utf-8") as f:
-            return RankView(**json.load(f))
-    except (OSError, ValueError):
+        return RankView(**report)
+    except TypeError:  # no report, or not one a rank writes
         return RankView(rank, "no report: still waiting when the group was torn down", None, "no report")

@@ -59,14 +59,14 @@ class Remote:
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` where the notebook's code lives; in a notebook, simply the call.
 
-    A driver (a function that calls the student's code on some inputs and returns plain
-    results) must run where that code is: when a grader runs the tests and ``fn`` or its
-    arguments refer to the notebook's names, the call is sent to the kernel and its result
-    comes back as plain data. Use it for code that needs the student's objects in the same
-    process (an autograd graph, a module changed in place), which a direct call from the
-    grader cannot share.
+    When a grader runs the tests, the call is sent to the kernel (inside its sandbox) and
+    its result comes back as plain data. Use it for a *driver* (a function that calls the
+    student's code on some inputs and returns plain results) that needs the student's
+    objects in one process (an autograd graph, a module changed in place), and for every
+    look at files the notebook's code wrote (a listing, a removal): in the kernel a path
+    means what it means to that code, and a link it planted leads nowhere outside.
     """
-    if session is not None and ships_student_code((fn, args, kwargs)):
+    if session is not None:
         return session.call("call", fn, args, kwargs)
     return fn(*args, **kwargs)
 

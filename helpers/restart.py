@@ -29,7 +29,7 @@ import torch.distributed as dist
 from matplotlib.figure import Figure
 from torch import nn
 
-from helpers import faults
+from helpers import faults, remote
 from helpers.data import tensors_from_json
 from helpers.reference import SameInit, state_of
 from helpers.stored import load
@@ -123,9 +123,14 @@ _scratch: list[str] = []
 
 
 def scratch_directory() -> str:
-    """A new empty directory for checkpoints, removed when the Python process exits."""
-    path = tempfile.mkdtemp(prefix="course-checkpoints-")
-    _scratch.append(path)
+    """A new empty directory for checkpoints, removed when the Python process exits.
+
+    Made where the notebook's code runs (:func:`helpers.remote.call`): when a grader runs
+    the tests, in the kernel's own temporary directory, which it removes with the kernel.
+    """
+    path = remote.call(tempfile.mkdtemp, prefix="course-checkpoints-")
+    if remote.session is None:
+        _scratch.append(path)
     return path
 
 

@@ -163,3 +163,51 @@ def test_feedback_hides_hidden_tests(grader):
 def test_policy_names_the_construct(source, expected):
     got = refusal(source, imported_names(["import torch\nimport math\nfrom helpers.stored import load", source]))
     assert (got is None) if expected is None else (expected in got), got
+
+
+def test_links_planted_by_the_kernel_lead_nowhere_in_the_grader(tmp_path):
+    # Lesson 10's checks look at the checkpoint files the student's code wrote. A student's
+    # save_checkpoint that plants links to the grading machine's files must neither list a
+    # directory there, nor truncate or remove a file there (the checks' file operations run
+    # in the kernel's sandbox, where the links lead nowhere).
+    from autograder.course import release_notebook
+    from autograder.grading import grade_notebook
+
+    name = "10_worker_failure"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("x" * 1000)
+    secret_dir = tmp_path / "secret"
+    secret_dir.mkdir()
+    (secret_dir / "hidden_solution.py").write_text("")
+    attack = (
+        "import os\n"
+        "def save_checkpoint(directory, step, model, optimizer, cursor, scaler=None):\n"
+        "    rank = dist.get_rank()\n"
+        "    path = os.path.join(directory, f'step_{step:08d}')\n"
+        "    linked = step == 4 and 'course-l10-' not in directory\n"
+        "    if rank == 0 and linked and not os.path.lexists(path):\n"
+        f"        os.symlink({str(secret_dir)!r}, path)\n"
+        "    elif rank == 0 and not linked:\n"
+        "        os.makedirs(path, exist_ok=True)\n"
+        "    dist.barrier()\n"
+        "    if not linked:\n"
+        "        target = os.path.join(path, f'rank_{rank}.pt')\n"
+        "        if rank == 1 and step == 4 and not os.path.lexists(target):\n"
+        f"            os.symlink({str(victim)!r}, target)\n"
+        "        elif not os.path.islink(target):\n"
+        "            open(target, 'w').close()\n"
+        "    dist.barrier()\n"
+        "    if rank == 0 and not linked:\n"
+        "        open(os.path.join(path, 'COMMITTED'), 'w').close()\n"
+        "    dist.barrier()\n"
+        "def load_checkpoint(directory, model, optimizer, scaler=None):\n"
+        "    return None\n")
+    nb = nbformat.read(str(release_notebook(name)), as_version=4)
+    stub = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "checkpoint")
+    nb.cells.insert(nb.cells.index(stub) + 1, new_code_cell(attack))
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, str(path))
+    result = grade_notebook(path, name)
+    assert result.score == 0, result.cells
+    assert victim.read_text() == "x" * 1000
+    assert all("hidden_solution" not in c.message for c in result.cells), result.cells

@@ -52,6 +52,7 @@ from helpers import restart as lesson
 from helpers.cluster import ClusterError, run
 from helpers.data import tensors_to_json
 from helpers.reference import SameInit, state_of
+from helpers.remote import call
 
 TIMEOUT_S = 120.0  # per distributed call of a hidden test: generous, only a hang waits for it
 HANG_TIMEOUT_S = 20.0  # an uneven-input run that hangs is stopped after this long (a correct one: < 1 s)
@@ -257,14 +258,14 @@ def uneven_reference(per_rank: Sequence[Sequence[tuple[torch.Tensor, torch.Tenso
 
 
 class _Scratch:
-    """A temporary directory for one check, removed afterwards."""
+    """A temporary directory for one check, made and removed in the kernel (files there are its code's)."""
 
     def __enter__(self) -> str:
-        self.path = tempfile.mkdtemp(prefix="course-l10-")
+        self.path = call(tempfile.mkdtemp, prefix="course-l10-")
         return self.path
 
     def __exit__(self, *exc: Any) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        call(shutil.rmtree, self.path, ignore_errors=True)
 
 
 def _run(fn: Callable[..., Any], *args: Any, world_size: int, timeout: float = TIMEOUT_S, **kwargs: Any) -> Any:
@@ -295,7 +296,7 @@ def check_nothing_committed(load_fn: Callable[..., Any], save_fn: Callable[..., 
         out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
         assert all(r["meta"] is None for r in out), "with no checkpoint in the directory load_checkpoint must return None"
         _run(lesson.round_trip_on_rank, save_fn, load_fn, directory, 1, False, world_size=3)
-        os.remove(os.path.join(step_dir(directory, 1), MARKER))
+        call(os.remove, os.path.join(step_dir(directory, 1), MARKER))
         out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
         assert all(r["meta"] is None for r in out), \
             "a step without its commit marker is not a checkpoint: load_checkpoint must return None"
@@ -327,19 +328,24 @@ def check_latest_committed(save_fn: Callable[..., Any], load_fn: Callable[..., A
     with _Scratch() as directory:
         saved = _run(_save_twice_on_rank, save_fn, directory, world_size=3)
         partial = step_dir(directory, 4)
-        layout = sorted(os.listdir(partial))
+        layout = sorted(call(os.listdir, partial))
         assert layout == [MARKER, "rank_0.pt", "rank_1.pt", "rank_2.pt"], \
             f"step 4's directory holds {layout}; expected rank_0.pt, rank_1.pt, rank_2.pt and {MARKER}"
-        os.remove(os.path.join(partial, MARKER))
-        os.remove(os.path.join(partial, "rank_2.pt"))
-        with open(os.path.join(partial, "rank_1.pt"), "r+b") as f:
-            f.truncate(100)
+        call(_tear, partial)
         out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
     steps = [r["meta"]["step"] if isinstance(r["meta"], dict) else r["meta"] for r in out]
     assert steps == [2, 2, 2], f"the ranks resumed from steps {steps}; every rank must resume from step 2, " \
                                "the latest step with a commit marker (step 4 has rank files but no marker)"
     for rank, r in enumerate(out):
         lesson.assert_states_equal(r["params"], saved[rank][2], f"rank {rank}: model after resuming from step 2")
+
+
+def _tear(partial: str) -> None:
+    """In the kernel: step 4 as a rank's death leaves it (no marker, rank 1's file torn, rank 2's gone)."""
+    os.remove(os.path.join(partial, MARKER))
+    os.remove(os.path.join(partial, "rank_2.pt"))
+    with open(os.path.join(partial, "rank_1.pt"), "r+b") as f:
+        f.truncate(100)
 
 
 def _commit_probe_on_rank(save_fn: Callable[..., Any], directory: str, signal_dir: str, step: int) -> dict[str, Any]:
@@ -393,7 +399,7 @@ def check_commit_after_all(save_fn: Callable[..., Any], world_size: int) -> None
     """While the last rank is still building its file, rank 0 is blocked (or done): no marker may exist yet."""
     with _Scratch() as directory, _Scratch() as signal_dir:
         out = _run(_commit_probe_on_rank, save_fn, directory, signal_dir, 5, world_size=world_size)
-        committed = os.path.exists(os.path.join(step_dir(directory, 5), MARKER))
+        committed = call(os.path.exists, os.path.join(step_dir(directory, 5), MARKER))
     probe = out[-1]
     assert probe["fired"], f"rank {world_size - 1} never called model.state_dict(): save the model's state_dict()"
     assert not probe["marker_early"], \
