@@ -3,17 +3,76 @@
 Every ``autograder.lessons.lNN`` module may define ``STORED``, a dict from a stored name to
 a zero-argument producer returning JSON data. ``store`` writes them; ``store --check``
 recomputes them and reports files that differ, are missing, or are not produced by anyone.
+
+A stored number that is a rounding error (float32 drift, a ratio of it to a tolerance) is
+not the same on every CPU (SIMD level, MKL's paths, thread count), so it is not a fact to
+compare bit for bit. A module declares such results in ``STORED_ROUNDING``: name ->
+:class:`Rounding`, saying within what factor its floats must agree, which paths hold
+CPU-dependent values (not compared) and which text (a hash of float32 parameters) is masked.
+Everything else must be equal.
 """
 from __future__ import annotations
 
 import importlib
 import json
 import pkgutil
+import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from helpers.stored import STORED_DIR, path_of
 
 from . import lessons
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """How a stored result that holds rounding errors is compared with a recomputed one.
+
+    ``factor``: two floats agree when both are 0 or they have one sign and differ by at most
+    this factor (rounding errors vary in size, not in order of magnitude, between CPUs);
+    ``cpu_dependent``: regular expressions of paths (``/key/key[index]``) not compared;
+    ``masked``: a regular expression replaced in strings before they are compared;
+    ``one_step``: regular expressions of paths whose integers (indices into a grid of
+    factors chosen from rounding errors) may differ by one.
+    """
+
+    factor: float = 1.0
+    cpu_dependent: tuple[str, ...] = ()
+    masked: str | None = None
+    one_step: tuple[str, ...] = ()
+
+
+def agree(stored: Any, fresh: Any, rounding: Rounding, path: str = "") -> str | None:
+    """The first path where ``fresh`` differs from ``stored`` beyond ``rounding``; None if they agree."""
+    if any(re.fullmatch(pattern, path) for pattern in rounding.cpu_dependent):
+        return None
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        if stored.keys() != fresh.keys():
+            return f"{path}: keys {sorted(stored)} != {sorted(fresh)}"
+        return next((d for k in stored if (d := agree(stored[k], fresh[k], rounding, f"{path}/{k}"))), None)
+    if isinstance(stored, list) and isinstance(fresh, list):
+        if len(stored) != len(fresh):
+            return f"{path}: {len(stored)} items != {len(fresh)}"
+        return next((d for i, (a, b) in enumerate(zip(stored, fresh))
+                     if (d := agree(a, b, rounding, f"{path}[{i}]"))), None)
+    if type(stored) is float and type(fresh) is float and rounding.factor > 1:
+        same = stored == fresh or (stored * fresh > 0 and max(abs(stored), abs(fresh))
+                                   <= rounding.factor * min(abs(stored), abs(fresh)))
+        return None if same else f"{path}: {stored!r} != {fresh!r} (beyond a factor {rounding.factor:g})"
+    if type(stored) is int and type(fresh) is int and any(re.fullmatch(p, path) for p in rounding.one_step):
+        return None if abs(stored - fresh) <= 1 else f"{path}: {stored} != {fresh} (beyond one step)"
+    if type(stored) is str and type(fresh) is str and rounding.masked:
+        stored, fresh = (re.sub(rounding.masked, "#", s) for s in (stored, fresh))
+    return None if (type(stored), stored) == (type(fresh), fresh) else f"{path}: {stored!r:.60} != {fresh!r:.60}"
+
+
+def roundings() -> dict[str, Rounding]:
+    """Every stored name a lesson module declares in ``STORED_ROUNDING``."""
+    found: dict[str, Rounding] = {}
+    for info in pkgutil.iter_modules(lessons.__path__):
+        found.update(getattr(importlib.import_module(f"{lessons.__name__}.{info.name}"), "STORED_ROUNDING", {}))
+    return found
 
 
 def producers() -> dict[str, Callable[[], Any]]:
@@ -36,13 +95,18 @@ def encode(data: Any) -> str:
 def store(check: bool = False) -> list[str]:
     """Write every stored result; with ``check`` write nothing and return the stale names."""
     stale = []
-    wanted = producers()
+    wanted, rounding = producers(), roundings()
     for name, producer in sorted(wanted.items()):
         text = encode(producer())
         path = path_of(name)
         if check:
-            if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                stale.append(f"{name} ({'missing' if not path.is_file() else 'differs'})")
+            if not path.is_file():
+                stale.append(f"{name} (missing)")
+            elif path.read_text(encoding="utf-8") != text:
+                where = agree(json.loads(path.read_text(encoding="utf-8")), json.loads(text),
+                              rounding.get(name, Rounding()))
+                if where:
+                    stale.append(f"{name} (differs at {where})")
         else:
             STORED_DIR.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")

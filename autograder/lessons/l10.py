@@ -46,6 +46,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from autograder.store import Rounding
 from autograder.plain import number, plain
 from helpers import faults
 from helpers import restart as lesson
@@ -739,6 +740,9 @@ def torchrun_log() -> dict[str, Any]:
                                     if "finished" in line]}
 
 
+# The log's hash of float32 parameters differs between CPUs; within one run the killed and the
+# uninterrupted runs' hashes agree (tests/test_torchrun.py), which is what the chapter shows.
+STORED_ROUNDING = {"10_torchrun_log": Rounding(masked=r"sha256 [0-9a-f]+")}
 STORED = {
     lesson.STORED_REFERENCES: visible_references,
     lesson.STORED_INTERVALS: interval_figure,
