@@ -144,18 +144,23 @@ def _reap(signum: int, frame: object) -> None:
         pass
 
 
+def remove_entry(entry: os.DirEntry) -> None:
+    """Remove a file, link or directory tree, whatever is left of it (the grader uses it too)."""
+    if entry.is_dir(follow_symlinks=False):
+        shutil.rmtree(entry.path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def _clear_tmp(scratch: str) -> None:
     """Empty the sandbox's /tmp but for the ``scratch`` directory in it: what one kernel left, the next cannot find."""
     for entry in os.scandir("/tmp"):
         if os.path.commonpath([entry.path, scratch]) == entry.path:
             continue  # the grader's (it removes what is left there)
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                pass
+        remove_entry(entry)
 
 
 def _start_forkserver() -> str:

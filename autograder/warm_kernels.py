@@ -69,6 +69,7 @@ from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Enum, Type
 
 from . import sandbox as bubblewrap
+from .kernel_template import remove_entry
 from .processes import alive, is_subreaper
 from .sandbox import SandboxUnavailable
 
@@ -219,7 +220,7 @@ class Template:
             return
         for entry in os.scandir(self.scratch):  # a kernel started the usual way may still use its own
             if not (keep_live and entry.path in _kernel_dirs):
-                _remove(entry)
+                remove_entry(entry)
         try:
             os.rmdir(self.scratch)
         except OSError:  # not empty: at exit, then
@@ -331,16 +332,6 @@ class WakefulKernelClient(AsyncKernelClient):
     control_channel_class = Type(WakefulChannel)
 
 
-def _remove(entry: os.DirEntry) -> None:
-    if entry.is_dir(follow_symlinks=False):
-        shutil.rmtree(entry.path, ignore_errors=True)
-    else:
-        try:
-            os.unlink(entry.path)
-        except OSError:
-            pass
-
-
 def _course_root() -> str:
     return os.path.dirname(bubblewrap.helpers_dir())
 
@@ -415,7 +406,7 @@ class WarmKernelManager(AsyncKernelManager):
         os.chmod(warm.scratch, 0o700)  # an earlier kernel may have changed it: it is the sandbox's owner
         for entry in os.scandir(warm.scratch):  # what earlier kernels left, for the next one to find
             if entry.name != TEMPLATE_HOME and entry.path not in _kernel_dirs:
-                _remove(entry)
+                remove_entry(entry)
         path = tempfile.mkdtemp(prefix="kernel-", dir=warm.scratch)
         _kernel_dirs.add(path)
         return path
