@@ -33,6 +33,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 
 PR_SET_DUMPABLE = 4
 # What a kernel would otherwise import itself, measured with py-spy: ipykernel's debugger at
@@ -40,6 +41,7 @@ PR_SET_DUMPABLE = 4
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "numpy", "ipykernel.kernelapp", "ipykernel.debugger",
            "psutil", "helpers.cluster")
 FORKSERVER_ENV = "COURSE_FORKSERVER"  # helpers.cluster.SHARED_FORKSERVER_ENV, before helpers is imported
+PREVIOUS_KERNEL_S = 1.0  # seconds a new kernel waits for the one before it to end, so /tmp can be emptied
 MODULE = "kernel_template"  # this file's name as a module, for the forkserver's preload
 
 
@@ -144,6 +146,15 @@ def _reap(signum: int, frame: object) -> None:
         pass
 
 
+def _wait_for_kernels(seconds: float) -> None:
+    """Reap ended kernels; while some are still running, look again for up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    _reap(0, None)
+    while _kernels and time.monotonic() < deadline:
+        time.sleep(0.02)
+        _reap(0, None)
+
+
 def remove_entry(entry: os.DirEntry) -> None:
     """Remove a file, link or directory tree, whatever is left of it (the grader uses it too)."""
     if entry.is_dir(follow_symlinks=False):
@@ -200,6 +211,7 @@ def _serve() -> None:
         request = json.loads(line)
         request["env"][FORKSERVER_ENV] = forkserver  # never the grader's: its ranks would run outside
         if SANDBOXED:
+            _wait_for_kernels(PREVIOUS_KERNEL_S)  # one that jupyter just shut down may not be reaped yet
             if not _kernels:  # kernels of a grading run one after another; a test may start two at once
                 _clear_tmp(SCRATCH)
             pid = _fork_once(request)
