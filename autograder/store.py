@@ -34,13 +34,25 @@ class Rounding:
     ``cpu_dependent``: regular expressions of paths (``/key/key[index]``) not compared;
     ``masked``: a regular expression replaced in strings before they are compared;
     ``one_step``: regular expressions of paths whose integers (indices into a grid of
-    factors chosen from rounding errors) may differ by one.
+    factors chosen from rounding errors) may differ by one;
+    ``rel_tol``, ``abs_tol``: two floats that are *results* computed in float32 (parameters after a
+    few steps, losses) agree when ``|a - b| <= rel_tol * max(|a|, |b|) + abs_tol``: other SIMD paths
+    round each operation differently, which moves such values in their 7th or 8th digit.
     """
 
     factor: float = 1.0
     cpu_dependent: tuple[str, ...] = ()
     masked: str | None = None
     one_step: tuple[str, ...] = ()
+    rel_tol: float = 0.0
+    abs_tol: float = 0.0
+
+
+# float32 results after a few steps of training: another SIMD level moves them by a few 1e-7
+# relative, and small entries of a tensor by a few 1e-8 absolute (errors scale with the
+# tensor's largest values); these bounds leave room for other CPUs and still flag a change
+# of the code, which moves such values by far more.
+FLOAT32_RESULTS = Rounding(rel_tol=1e-5, abs_tol=1e-6)
 
 
 def agree(stored: Any, fresh: Any, rounding: Rounding, path: str = "") -> str | None:
@@ -56,6 +68,9 @@ def agree(stored: Any, fresh: Any, rounding: Rounding, path: str = "") -> str | 
             return f"{path}: {len(stored)} items != {len(fresh)}"
         return next((d for i, (a, b) in enumerate(zip(stored, fresh))
                      if (d := agree(a, b, rounding, f"{path}[{i}]"))), None)
+    if type(stored) is float and type(fresh) is float and (rounding.rel_tol or rounding.abs_tol):
+        same = abs(stored - fresh) <= rounding.rel_tol * max(abs(stored), abs(fresh)) + rounding.abs_tol
+        return None if same else f"{path}: {stored!r} != {fresh!r} (beyond rel_tol {rounding.rel_tol:g}, abs_tol {rounding.abs_tol:g})"
     if type(stored) is float and type(fresh) is float and rounding.factor > 1:
         same = stored == fresh or (stored * fresh > 0 and max(abs(stored), abs(fresh))
                                    <= rounding.factor * min(abs(stored), abs(fresh)))
