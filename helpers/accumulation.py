@@ -438,39 +438,40 @@ def stored_window_cost(num_params: int, bytes_per_element: int, world_size: int,
 
 def plot_window_communication(
     micro_batches: Sequence[int],
-    measured: dict[str, dict[str, Sequence[float]]],
+    counted: dict[str, dict[str, Sequence[float]]],
     num_params: int,
     bytes_per_element: int,
     world_size: int,
     *,
     title: str = "Gradient communication per accumulation window",
 ) -> Figure:
-    """All-reduces and bytes per window against K, measured (markers) and the formula (lines).
+    """All-reduces and ring bytes per window against K: the ledger (markers), the formula (lines).
 
-    ``measured[label]`` holds ``"count"`` and ``"bytes"`` lists (per window, per rank) for each
-    K in ``micro_batches``; labels containing ``"no_sync"`` (but not ``"without"``) are compared
-    with the formula with ``no_sync=True``. The formula's values are stored with the course
-    (:func:`stored_window_cost`).
+    ``counted[label]`` holds ``"count"`` and ``"bytes"`` lists (per window, per rank) for each
+    K in ``micro_batches``: the all-reduces the ledger counted, and the ring bytes it modelled for
+    them (each call's counted elements priced by the ring formula, not traffic). Labels
+    containing ``"no_sync"`` (but not ``"without"``) are compared with the formula with
+    ``no_sync=True``. The formula's values are stored with the course (:func:`stored_window_cost`).
     """
     fig = Figure(figsize=(9.0, 3.6), layout="constrained")
     ax_count, ax_bytes = fig.subplots(1, 2)
     colors = {True: "#2ca02c", False: "#d62728"}
-    for label, data in measured.items():
+    for label, data in counted.items():
         synced_once = "no_sync" in label and "without" not in label
         formula = [stored_window_cost(num_params, bytes_per_element, world_size, k, no_sync=synced_once)
                    for k in micro_batches]
         color = colors[synced_once]
         ax_count.plot(micro_batches, [c for c, _ in formula], color=color, lw=1.5, alpha=0.6)
-        ax_count.plot(micro_batches, data["count"], "o", color=color, label=f"{label} (ledger)")
+        ax_count.plot(micro_batches, data["count"], "o", color=color, label=f"{label} (ledger count)")
         ax_bytes.plot(micro_batches, [b for _, b in formula], color=color, lw=1.5, alpha=0.6,
                       label=f"formula, {'1' if synced_once else 'K'} × 2(N−1)/N·M")
-        ax_bytes.plot(micro_batches, data["bytes"], "o", color=color, label=f"{label} (ledger)")
+        ax_bytes.plot(micro_batches, data["bytes"], "o", color=color, label=f"{label} (ledger calls, ring-priced)")
     ax_count.set_xlabel("micro-batches per window K")
     ax_count.set_ylabel("gradient all-reduces per window")
-    ax_count.set_title("collectives (rank 0)")
+    ax_count.set_title("all-reduces counted (rank 0)")
     ax_bytes.set_xlabel("micro-batches per window K")
-    ax_bytes.set_ylabel("ring bytes sent per rank per window (B)")
-    ax_bytes.set_title(f"bytes (M = {num_params * bytes_per_element} B, N = {world_size})")
+    ax_bytes.set_ylabel("ring bytes per rank per window (B, modelled)")
+    ax_bytes.set_title(f"ring bytes, modelled (M = {num_params * bytes_per_element} B, N = {world_size})")
     for ax in (ax_count, ax_bytes):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
