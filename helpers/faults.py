@@ -1,25 +1,33 @@
-"""Fault injection for lesson 10: kill or stall chosen ranks at a chosen point of a run.
+"""Fault injection for lesson 10: kill, freeze or stall chosen ranks at a chosen point of a run.
 
     >>> report = run_with_faults(train, world_size=3, faults=[kill(rank=1, at="batch", count=4)])
     >>> print(report)            # what every rank saw, and after how many seconds
 
 A fault fires the ``count``-th time rank ``rank`` reaches the point ``at``:
 
-* ``at="collective"``: any ``torch.distributed`` collective the rank is about to enter;
+* ``at="collective"``: a call from Python of one of the public ``torch.distributed``
+  collective functions (``dist.all_reduce``, ``dist.barrier``, ...: ``_COLLECTIVE_OPS``),
+  looked up on the module when called. Collectives that C++ issues are not counted:
+  DDP's reducer all-reduces its gradient buckets without calling ``dist.all_reduce``;
 * any other name: a *course hook*, :func:`point` called with that name by the code that
   runs on the rank (the lesson's data stream calls ``point("batch")`` once per batch).
 
-``kill`` ends the rank's process with SIGKILL, as the kernel's OOM killer or a lost node
-would; ``stall`` makes it sleep (a hung worker: its peers wait in the next collective);
-``fail`` raises :class:`InjectedFault` (a Python error on that rank only).
+``kill`` ends the rank's process with SIGKILL, as the kernel's OOM killer would: the
+operating system closes its sockets, so its peers' next collective fails within
+milliseconds. ``freeze`` stops it with SIGSTOP: its sockets stay open, as those of a node
+that lost power or its network do, so its peers wait until a timeout. ``stall`` makes it
+sleep (a hung worker: its peers wait in the next collective); ``fail`` raises
+:class:`InjectedFault` (a Python error on that rank only).
 
 :func:`run_with_faults` calls :func:`helpers.cluster.run`, whose bounded waits and
-teardown apply: after a fault the group is torn down and the next ``run`` starts fresh
-processes (nothing of the old group survives, which is why a restart must come from a
-checkpoint). Every rank writes what it saw (finished, raised what, or hit the fault, and
-when) to a file of the report directory before it returns or dies, so the survivors'
-view is known even when the call as a whole fails. Times are seconds since the rank
-started the function.
+teardown apply. Its ``timeout`` is a watchdog in the caller, not the process group's: the
+ranks' group waits up to an hour, so a function that wants the group's own timeout to end
+a wait creates a group with one (``dist.new_group(timeout=timedelta(seconds=5))``). After
+a fault the group is torn down and the next ``run`` starts fresh processes (nothing of the
+old group survives, which is why a restart must come from a checkpoint). Every rank writes
+what it saw (finished, raised what, or hit the fault, and when) to a file of the report
+directory before it returns, stops or dies, so the survivors' view is known even when the
+call as a whole fails. Times are seconds since the rank started the function.
 
 :func:`arm_from_env` arms the same faults in a process launched by ``torchrun``.
 """
@@ -38,10 +46,10 @@ import torch.distributed as dist
 
 from helpers import remote
 
-__all__ = ["Fault", "kill", "stall", "fail", "point", "InjectedFault", "RankView", "FaultReport",
+__all__ = ["Fault", "kill", "freeze", "stall", "fail", "point", "InjectedFault", "RankView", "FaultReport",
            "run_with_faults", "arm_from_env", "FAULT_ENV"]
 
-ACTIONS = ("kill", "stall", "fail")
+ACTIONS = ("kill", "freeze", "stall", "fail")
 COLLECTIVE = "collective"
 FAULT_ENV = "COURSE_FAULT"  # "action:rank:at:count", read by arm_from_env
 # The collectives a "collective" fault counts (the public ones the course uses).
@@ -82,6 +90,17 @@ class Fault:
 def kill(rank: int, at: str, count: int = 1) -> Fault:
     """SIGKILL rank ``rank`` the ``count``-th time it reaches ``at``."""
     return Fault("kill", rank, at, count)
+
+
+def freeze(rank: int, at: str, count: int = 1) -> Fault:
+    """SIGSTOP rank ``rank`` the ``count``-th time it reaches ``at``: a lost node, seen from its peers.
+
+    The process stops but stays alive, so the kernel closes none of its sockets: its peers get
+    silence, not an error, as from a node that lost power or its network. Only a timeout ends
+    their wait. :func:`helpers.cluster.run` kills the stopped process when it tears the group
+    down (SIGKILL ends a stopped process too).
+    """
+    return Fault("freeze", rank, at, count)
 
 
 def stall(rank: int, at: str, count: int = 1, seconds: float = 3600.0) -> Fault:
@@ -127,6 +146,8 @@ def _fire(fault: Fault) -> None:
     _write_view(RankView(fault.rank, f"hit fault: {fault.describe()}", _elapsed(), fault.action))
     if fault.action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif fault.action == "freeze":
+        os.kill(os.getpid(), signal.SIGSTOP)
     elif fault.action == "stall":
         time.sleep(fault.stall_s)
     else:
@@ -205,7 +226,7 @@ def arm_from_env(rank: int, env: dict[str, str] | None = None) -> Fault | None:
 
 @dataclass(frozen=True)
 class RankView:
-    """What one rank saw: ``outcome`` is finished, raised, kill, stall, fail or ``no report``."""
+    """What one rank saw: ``outcome`` is finished, raised, kill, freeze, stall, fail or ``no report``."""
 
     rank: int
     what: str
@@ -219,7 +240,9 @@ class FaultReport:
 
     ``results`` holds the per-rank return values when every rank finished, else ``None``;
     ``error`` is the :class:`helpers.cluster.ClusterError` the call raised (or ``None``);
-    ``seconds`` is the wall time of the whole call.
+    ``seconds`` is the wall time of the whole call, which includes starting a new group of
+    rank processes when :func:`helpers.cluster.run` needs one: the ranks' ``views`` time the
+    failure itself.
     """
 
     faults: list[Fault]
@@ -234,7 +257,7 @@ class FaultReport:
             when = "" if v.seconds is None else f" after {v.seconds:.2f} s"
             lines.append(f"  rank {v.rank}: {v.what}{when}")
         verdict = "every rank finished" if self.error is None else f"run() raised {type(self.error).__name__}"
-        lines.append(f"{verdict}; the call took {self.seconds:.2f} s")
+        lines.append(f"{verdict}; the call took {self.seconds:.2f} s (with the group's start, if run() started one)")
         return "\n".join(lines)
 
 
