@@ -10,9 +10,12 @@ stored with the course (:mod:`helpers.stored`); the functions here only draw the
 * ``load("09_zoo")``: per zoo run and step, each key's relative 2-norm error, its
   **tolerance ratio** ``||c - r||_2 / (tolerance * ||r||_2 + 1e-12)`` (below 1 passes),
   the keys the checker rejects, the calibrated tolerances, and the smallest safety factor at
-  which each key passes;
-* ``load("09_zoo_verdicts")``: the checker's first divergence on every zoo run;
-* ``load("09_checker_verdicts")``: the verdicts of plausible but wrong checkers;
+  which each key passes; errors below float32's epsilon (``zoo["floor"]``) are stored as that
+  epsilon, since below it their value depends on the CPU;
+* ``load("09_zoo_verdicts")``: the checker's first divergence on every zoo run, with the keys
+  near their tolerance (within ``margin``), whose verdict may differ on another CPU;
+* ``load("09_checker_verdicts")``: the verdicts of plausible but wrong checkers, under this
+  CPU's kernels and under portable ones (another CPU, simulated);
 * ``load("09_adam_scale_invariance")``: differences a gradient scale leaves in each family.
 
 Figures are :class:`matplotlib.figure.Figure` objects built without ``pyplot`` (see
@@ -125,7 +128,7 @@ def verdict_table(verdicts: Mapping[str, Any]) -> str:
     """Plain-text table of the course checker's verdict on every run, each at its own dtype.
 
     ``verdicts`` is ``load("09_zoo_verdicts")``: ``{"names": [...], "runs": {run: {"dtype", "bug",
-    "as": {dtype: [step, keys] or None}}}}``.
+    "as": {dtype: {"step", "keys", "near"} or None}}}}``. Keys near their tolerance are marked ``~``.
     """
     width = max(len(n) for n in verdicts["names"]) + 2
     lines = [f"{'run':<{width}}{'dtype':<7}{'bug?':<6}{'verdict':<9}{'step':<6}keys that differ at that step",
@@ -133,10 +136,16 @@ def verdict_table(verdicts: Mapping[str, Any]) -> str:
     for name in verdicts["names"]:
         run = verdicts["runs"][name]
         found = run["as"][run["dtype"]]
-        verdict, step, keys = ("pass", "-", "-") if found is None else ("FAIL", str(found[0]), summarize_keys(found[1]))
+        verdict, step, keys = ("pass", "-", "-") if found is None else ("FAIL", str(found["step"]), _with_near(found))
         lines.append(f"{name:<{width}}{dtype_name(run['dtype'], True):<7}{'yes' if run['bug'] else 'no':<6}"
                      f"{verdict:<9}{step:<6}{keys}")
     return "\n".join(lines)
+
+
+def _with_near(found: Mapping[str, Any]) -> str:
+    """``summarize_keys`` of a verdict's keys, then ``~`` and the keys near their tolerance, if any."""
+    near = [k for k in found["near"] if k in found["keys"]]
+    return summarize_keys(found["keys"]) + (f"  (~ near: {summarize_keys(near)})" if near else "")
 
 
 # --------------------------------------------------------------------------- colours
@@ -184,10 +193,11 @@ def _ratio_colorbar(fig: Figure, mappable: Any, ax: Any, label: str) -> None:
                 fontsize=7, rotation=90)
 
 
-def _rect(x: float, y: float, w: float, h: float, color: str) -> Any:
+def _rect(x: float, y: float, w: float, h: float, color: str, **style: Any) -> Any:
+    """A filled rectangle (data units), no edge unless ``style`` gives one (``edgecolor``, ``linestyle``)."""
     from matplotlib.patches import Rectangle
 
-    return Rectangle((x, y), w, h, facecolor=color, edgecolor="none")
+    return Rectangle((x, y), w, h, facecolor=color, **{"edgecolor": "none", **style})
 
 
 # --------------------------------------------------------------------------- figures
@@ -325,13 +335,12 @@ def plot_divergence_heatmap(zoo: Mapping[str, Any], *, step: int = 0, title: str
     side.set_ylim(len(names) - 0.5, -0.5)
     side.set_xticks([0, 1], ["loss only", "update state"], rotation=30, ha="right")
     side.set_yticks([])
-    side.set_xlabel("verdict (red: wrong)")
-    side.set_title(f"checkers at step {step}", fontsize=9)
+    side.set_xlabel(f"checker's verdict at step {step}\n(red: wrong)")
     for spine in side.spines.values():
         spine.set_visible(False)
     nb = len(broken)
-    ax.set_title(f"worst tolerance ratio per key family at step {step} (tolerances calibrated at the run's "
-                 f"precision)", fontsize=9)
+    ax.set_title(f"worst tolerance ratio per key family at step {step}\n(tolerances calibrated at the run's "
+                 f"precision; errors below float32's epsilon shown at it)", fontsize=9)
     fig.suptitle(title or (f"A loss-only checker flags {caught_loss} of {nb} broken runs at step {step}; "
                            f"the update state flags {caught_full} of {nb}"), fontsize=11)
     fig.last_ratios = {n: dict(zip(families, r)) for n, r in zip(names, ratios)}
@@ -404,28 +413,36 @@ def plot_error_vs_tolerance(zoo: Mapping[str, Any], runs: Sequence[str],
 
 
 def plot_checker_verdicts(data: Mapping[str, Any], title: str | None = None) -> Figure:
-    """Rows: checkers; columns: runs; each cell the checker's verdict, red when it is wrong.
+    """Rows: checkers; columns: runs; each cell the checker's verdict under each kernel set, red when wrong.
 
-    ``data`` is ``load("09_checker_verdicts")``. A cell reads ``FAIL@k`` (rejected at step
-    ``k``) or ``pass``; green when it agrees with ``data["broken"]``, red when it does not.
-    The figure's ``wrong_counts`` holds ``{checker: wrong verdicts}``.
+    ``data`` is ``load("09_checker_verdicts")``: verdicts under this CPU's kernels and under
+    portable ones (``data["kernels"]``). A cell reads ``FAIL@k`` (rejected at step ``k``) or
+    ``pass``; green when it agrees with ``data["broken"]`` under every kernel set, red when it
+    is wrong under every one, amber (both verdicts, ``this CPU | portable``) when the kernels
+    disagree. A dotted frame marks verdicts decided by a key near its tolerance
+    (``data["near_tolerance"]``): another CPU may give the other verdict. The figure's
+    ``wrong_counts`` holds ``{checker: verdicts wrong under some kernel set}``.
     """
-    verdicts, broken, runs = data["verdicts"], set(data["broken"]), data["names"]
+    kernels, broken, runs = data["kernels"], set(data["broken"]), data["names"]
     checkers = [name for name, _ in data["checkers"]]
     if not checkers:
         raise ValueError("no checkers")
-    fig = Figure(figsize=(1.05 * len(runs) + 3.2, 0.42 * len(checkers) + 2.4), layout="constrained")
+    fig = Figure(figsize=(1.05 * len(runs) + 3.2, 0.42 * len(checkers) + 2.8), layout="constrained")
     ax = fig.add_subplot()
     wrong_counts = []
     for i, checker in enumerate(checkers):
         wrong = 0
         for j, run in enumerate(runs):
-            step = verdicts[checker][run]
-            right = (step is not None) == (run in broken)
-            wrong += not right
-            ax.add_patch(_rect(j - 0.47, i - 0.42, 0.94, 0.84, "#e6f4e6" if right else "#f4b6b6"))
-            ax.text(j, i, "pass" if step is None else f"FAIL@{step}", ha="center", va="center", fontsize=8,
-                    fontweight="normal" if right else "bold", color="black" if right else "#8b0000")
+            steps = [k["verdicts"][checker][run] for k in kernels]
+            rights = [(step is not None) == (run in broken) for step in steps]
+            wrong += not all(rights)
+            colour = "#e6f4e6" if all(rights) else "#f4b6b6" if not any(rights) else "#fbd98c"
+            near = run in data["near_tolerance"].get(checker, ())
+            ax.add_patch(_rect(j - 0.47, i - 0.42, 0.94, 0.84, colour, linestyle=":" if near else "-",
+                               edgecolor="0.3" if near else "none"))
+            text = " | ".join(dict.fromkeys("pass" if step is None else f"FAIL@{step}" for step in steps))
+            ax.text(j, i, text, ha="center", va="center", fontsize=7 if "|" in text else 8,
+                    fontweight="normal" if all(rights) else "bold", color="black" if all(rights) else "#8b0000")
         wrong_counts.append(wrong)
     ax.set_xlim(-0.5, len(runs) - 0.5)
     ax.set_ylim(len(checkers) - 0.5, -0.5)
@@ -437,8 +454,9 @@ def plot_checker_verdicts(data: Mapping[str, Any], title: str | None = None) -> 
     ax.set_ylabel("checker")
     for spine in ax.spines.values():
         spine.set_visible(False)
-    ax.set_title(title or "Verdicts over all steps (FAIL@k: rejected at step k); red cells are wrong verdicts",
-                 fontsize=10)
+    names = " | ".join(f"{k['capability']} kernels" + (" (portable)" if k["env"] else " (this CPU)") for k in kernels)
+    ax.set_title(title or ("Verdicts over all steps (FAIL@k: rejected at step k); red: wrong, amber: the kernels "
+                           f"disagree ({names}); dotted: decided near the tolerance"), fontsize=9)
     fig.wrong_counts = dict(zip(checkers, wrong_counts))
     return fig
 

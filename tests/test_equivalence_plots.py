@@ -49,6 +49,8 @@ def test_verdict_table() -> None:
     assert [line.split()[0] for line in lines[2:]] == verdicts["names"]
     assert any(line.startswith("resume_step_off_by_one") and "FAIL" in line and "step/* (6)" in line for line in lines)
     assert any(line.startswith("ddp_bf16_autocast") and "bf16" in line and "pass" in line for line in lines)
+    near = next(line for line in lines if line.startswith("bf16_clip_local_norm"))
+    assert "(~ near: clip_coef" in near                              # 1.4 times its tolerance
 
 
 def test_layernorm_cancellation_is_elementwise_not_normwise() -> None:
@@ -81,6 +83,11 @@ def test_divergence_heatmap(zoo) -> None:
     side_texts = [t.get_text() for t in side.texts]
     assert side_texts.count("FAIL") == 4 + 10                       # loss only: 4; update state: 10
     renders(fig)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    renderer = FigureCanvasAgg(fig).get_renderer()                  # the headings do not overlap
+    fig.draw(renderer)
+    boxes = [t.get_window_extent(renderer) for t in (fig._suptitle, heat.title, side.title) if t.get_text()]
+    assert len(boxes) == 2 and not boxes[0].overlaps(boxes[1])
     later = ep.plot_divergence_heatmap(zoo, step=2, title="custom")
     assert later._suptitle.get_text() == "custom"
     renders(later)
@@ -147,6 +154,17 @@ def test_checker_verdicts_figure() -> None:
     assert len(ax.texts) == len(data["names"]) * len(data["checkers"])
     assert "FAIL@1" in [t.get_text() for t in ax.texts]             # loss only sees local clipping at step 1
     renders(fig)
+    # Kernels that disagree on a correct run: an amber cell with both verdicts, counted as wrong.
+    this, portable = data["kernels"]
+    split = {**data, "kernels": [{**this, "verdicts": {**this["verdicts"], "no safety factor": {
+        **this["verdicts"]["no safety factor"], "ddp_fp32": 1}}},
+        {**portable, "verdicts": {**portable["verdicts"], "no safety factor": {
+            **portable["verdicts"]["no safety factor"], "ddp_fp32": None}}}]}
+    fig = ep.plot_checker_verdicts(split)
+    cell = fig.axes[0].texts[[c for c, _ in data["checkers"]].index("no safety factor") * len(data["names"])]
+    assert cell.get_text() == "FAIL@1 | pass" and fig.wrong_counts["no safety factor"] >= 1
+    same = {**data, "kernels": [this, this]}
+    assert "|" not in "".join(t.get_text() for t in ep.plot_checker_verdicts(same).axes[0].texts)
     with pytest.raises(ValueError):
         ep.plot_checker_verdicts({**data, "checkers": []})
 
