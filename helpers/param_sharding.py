@@ -58,9 +58,19 @@ def fsdp2_counts_on_rank(widths: Sequence[int], reshard_after_forward: bool) -> 
 # --------------------------------------------------------------------------- drivers (call inside run)
 
 
-def _held(units: Sequence[Any]) -> list[int]:
-    """Bytes of full parameters each unit has allocated (the storage of its ``full`` buffer)."""
-    return [u.full.untyped_storage().nbytes() for u in units]
+def _held(units: Sequence[Any], modules: Sequence[nn.Module]) -> list[int]:
+    """Bytes of full parameters each unit keeps allocated, read from the storages, not from an attribute.
+
+    Per unit: the bytes (``untyped_storage().nbytes()``) of the distinct storages behind its
+    module's parameters and its ``full`` buffer. A ``free()`` that only rebinds ``self.full``
+    leaves the parameters viewing the old buffer, and its bytes are counted here.
+    """
+    held = []
+    for unit, module in zip(units, modules):
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                    for t in (unit.full, *module.parameters())}
+        held.append(sum(storages.values()))
+    return held
 
 
 def unit_step_on_rank(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Module], batch: Batch) -> dict[str, Any]:
@@ -72,20 +82,21 @@ def unit_step_on_rank(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Mo
     ``shard.grad`` and whether the module gradients were cleared.
     """
     model = model_fn()
-    units = [unit_cls(m) for m in model[::2]]
-    record: dict[str, Any] = {"shard_numel": [u.shard.numel() for u in units], "after_init": _held(units),
+    modules = list(model[::2])
+    units = [unit_cls(m) for m in modules]
+    record: dict[str, Any] = {"shard_numel": [u.shard.numel() for u in units], "after_init": _held(units, modules),
                               "during_forward": []}
-    for m in model[::2]:  # registered after the unit's own hooks: sees what the unit gathered
-        m.register_forward_pre_hook(lambda mod, args: record["during_forward"].append(_held(units)))
+    for m in modules:  # registered after the unit's own hooks: sees what the unit gathered
+        m.register_forward_pre_hook(lambda mod, args: record["during_forward"].append(_held(units, modules)))
     x, y = rank_shard(*batch)
     out = model(x)
-    record["after_forward"] = _held(units)
+    record["after_forward"] = _held(units, modules)
     mse(out, y).backward()
-    record["after_backward"] = _held(units)
+    record["after_backward"] = _held(units, modules)
     for u in units:
         u.reduce_gradients()
         u.free()
-    record["after_step"] = _held(units)
+    record["after_step"] = _held(units, modules)
     record["output"] = out.detach().clone()
     record["grad_shards"] = [None if u.shard.grad is None else u.shard.grad.detach().clone() for u in units]
     record["grads_cleared"] = all(p.grad is None for p in model.parameters())
@@ -105,14 +116,15 @@ def shard_train_on_rank(unit_cls: Callable[..., Any], train_fn: Callable[..., li
     """
     model = model_fn()
     init = state_of(model)
-    units = [unit_cls(m, group=group) for m in model[::2]]
-    after_init = sum(_held(units))
+    modules = list(model[::2])
+    units = [unit_cls(m, group=group) for m in modules]
+    after_init = sum(_held(units, modules))
     leftover: list[int] = []
     losses: list[float] = []
     for start in range(0, len(batches), batches_per_call):
         mine = [rank_shard(x, y, group) for x, y in batches[start:start + batches_per_call]]
         losses += train_fn(model, units, mine, lr)
-        leftover.append(sum(_held(units)))
+        leftover.append(sum(_held(units, modules)))
     for u in units:
         u.gather()
     final = state_of(model)

@@ -132,6 +132,32 @@ def test_unit_step_of_the_reference_passes_the_visible_and_the_hidden_check() ->
     l07.assert_unit_step(out, case["model_fn"], batch, ledger)
 
 
+class _RebindingUnit(l07.ReferenceShardedUnit):
+    """Issue 24: free() drops only the unit's reference; gather() allocates a new buffer and re-points the parameters."""
+
+    def gather(self) -> None:
+        self.full = torch.empty(self.shard_size * torch.distributed.get_world_size(self.group))
+        offset = 0
+        for p in self.params:
+            p.data = self.full[offset: offset + p.numel()].view_as(p)
+            offset += p.numel()
+        torch.distributed.all_gather_single(self.full, self.shard.detach(), group=self.group)
+
+    def free(self) -> None:
+        self.full = torch.empty(0)
+
+
+def test_unit_bytes_are_read_from_the_parameters_storages() -> None:
+    """The parameters still view the buffer a rebinding free() dropped: its bytes count, and the check fails."""
+    case = l07.VISIBLE_UNIT
+    batch = make_batches(**case["batch"])[0]
+    out, ledger = run(P.unit_step_on_rank, _RebindingUnit, case["model_fn"], batch, world_size=2, ledger=True,
+                      timeout=60)
+    assert out[0]["after_init"] == [280, 312, 96] and out[0]["after_step"] == [280, 312, 96]
+    with pytest.raises(AssertionError, match="must end with free"):
+        l07.assert_unit_step(out, case["model_fn"], batch, ledger)
+
+
 class _SummingUnit(l07.ReferenceShardedUnit):
     def reduce_gradients(self) -> None:
         super().reduce_gradients()
