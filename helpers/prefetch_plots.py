@@ -1,7 +1,7 @@
 """Lesson 08, prefetching: the chapter's figures and its explorer, drawn from stored results.
 
-Nothing here evaluates the prefetch model: schedules, gaps, live-memory curves, peaks and the
-deepest depth within a budget come from ``helpers/stored/08_chapter.json`` and
+Nothing here evaluates the prefetch model: schedules, gaps, live-memory curves, peaks, the
+deepest depth within a budget and the depth to run come from ``helpers/stored/08_chapter.json`` and
 ``helpers/stored/08_explorer.json`` (:func:`helpers.stored.load`), computed by the course's
 instructor side. Measured runs are drawn from what a chapter cell timed. Conventions:
 
@@ -9,8 +9,10 @@ instructor side. Measured runs are drawn from what a chapter cell timed. Convent
   ``activation_bytes``, ``shard_bytes``, ``depths`` (one row per depth ``0..U-1``: ``schedule``
   ``[[I_v, F_v, S_v, E_v], ...]``, ``transfers`` (when each all-gather starts moving bytes,
   ``max(I_v, F_{v-1})``), ``gaps`` (intervals where nothing computes), ``forward_s``,
-  ``exposed_s``, ``peak_bytes`` and, in the chapter's scenarios, ``curve``) and ``max_depth``
-  (the deepest depth within a budget, keyed by the budget in bytes); figures show milliseconds;
+  ``exposed_s``, ``peak_bytes`` and, in the chapter's scenarios, ``curve``), ``max_depth`` (the
+  deepest depth within a budget, an upper bound) and ``best_depth`` (the depth to run: the
+  smallest that reaches the lowest exposed communication of the depths within the budget), both
+  keyed by the budget in bytes; figures show milliseconds;
 * a **measured row** is one unit's timings on a rank: ``unit``, ``issue_at``, ``enqueue_s``,
   ``wait_at``, ``blocked_s``, ``compute_at``, ``compute_s`` (seconds; ``*_at`` since the start);
 * sizes are bytes; labels are decimal (kB, MB, GB) like :func:`helpers.plots.format_bytes`.
@@ -114,7 +116,8 @@ def explorer_scenario(num_units: int, ratio: float, slow_unit: int, activation_m
             "unit_bytes": [grid["unit_mb"] * 1e6] * int(num_units),
             "activation_bytes": [float(activation_mb) * 1e6] * int(num_units), "shard_bytes": config["shard_bytes"],
             "depths": [row | {"peak_bytes": peak} for row, peak in zip(config["depths"], peaks)],
-            "max_depth": {str(int(b * 1e6)): config["max_depth"][act][str(b)] for b in grid["budget_mb"]}}
+            **{key: {str(int(b * 1e6)): config[key][act][str(b)] for b in grid["budget_mb"]}
+               for key in ("max_depth", "best_depth")}}
 
 
 # --------------------------------------------------------------------------- timelines
@@ -237,17 +240,18 @@ def plot_depth_tradeoff(scenario: dict[str, Any], budget_bytes: float | None = N
     """Exposed communication (top) and peak live bytes (bottom) for every depth ``0..U-1``.
 
     With ``budget_bytes`` (one of the scenario's stored budgets), the bottom panel draws the
-    budget, colours depths over it red and both panels mark the deepest depth within it, the
-    stored ``max_depth`` (or say that no depth fits).
+    budget, colours depths over it red and both panels mark the depth to run (a star, the stored
+    ``best_depth``) and the deepest depth within the budget (a ring, ``max_depth``, the upper
+    bound), or say that no depth fits.
     """
     rows = scenario["depths"]
-    chosen = None
+    chosen = deepest = None
     if budget_bytes is not None:
         key = str(int(budget_bytes))
-        if key not in scenario["max_depth"]:
-            raise ValueError(f"no stored deepest depth for a budget of {budget_bytes:g} bytes; stored: "
-                             f"{sorted(scenario['max_depth'], key=float)}")
-        chosen = scenario["max_depth"][key]
+        if key not in scenario["best_depth"]:
+            raise ValueError(f"no stored depth for a budget of {budget_bytes:g} bytes; stored: "
+                             f"{sorted(scenario['best_depth'], key=float)}")
+        chosen, deepest = scenario["best_depth"][key], scenario["max_depth"][key]
     depths = [r["depth"] for r in rows]
     fig = Figure(figsize=(max(6.5, 3.0 + 0.45 * len(rows)), 5.6), layout="constrained")
     ax_e, ax_m = fig.subplots(2, 1, sharex=True)
@@ -265,9 +269,11 @@ def plot_depth_tradeoff(scenario: dict[str, Any], budget_bytes: float | None = N
     if budget_bytes is not None:
         ax_m.axhline(budget_bytes, color=_EXPOSED, ls="--", lw=1.3, label=f"budget {format_bytes(budget_bytes)}")
     if chosen is not None:
-        for ax, y in ((ax_e, rows[chosen]["exposed_s"] * MS), (ax_m, rows[chosen]["peak_bytes"])):
-            ax.plot([chosen], [y], "*", color="k", ms=13, zorder=4,
-                    label=f"max_prefetch_depth = {chosen}" if ax is ax_m else None)
+        for ax, key, scale in ((ax_e, "exposed_s", MS), (ax_m, "peak_bytes", 1.0)):
+            ax.plot([deepest], [rows[deepest][key] * scale], "o", mfc="none", mec="k", ms=13, mew=1.3, zorder=4,
+                    label=f"deepest that fits: d = {deepest} (upper bound)" if ax is ax_m else None)
+            ax.plot([chosen], [rows[chosen][key] * scale], "*", color="k", ms=13, zorder=5,
+                    label=f"depth to run: d = {chosen}" if ax is ax_m else None)
     ax_m.yaxis.set_major_formatter(FuncFormatter(_bytes_axis))
     ax_m.set_ylabel("peak live bytes")
     ax_m.set_xlabel("prefetch depth d (units gathered ahead)")
@@ -281,8 +287,8 @@ def plot_depth_tradeoff(scenario: dict[str, Any], budget_bytes: float | None = N
     elif chosen is None:
         status = f"no depth fits {format_bytes(budget_bytes)}"
     else:
-        status = (f"deepest within {format_bytes(budget_bytes)} is d = {chosen}, exposed "
-                  f"{rows[chosen]['exposed_s'] * MS:.3g} ms")
+        status = (f"within {format_bytes(budget_bytes)}: run d = {chosen} (exposed {rows[chosen]['exposed_s'] * MS:.3g} "
+                  f"ms), the deepest that fits is d = {deepest}")
     ax_e.set_title("Deeper prefetch hides communication ...", fontsize=9, loc="left")
     ax_m.set_title("... and holds more memory (grey / red bars: over the budget)", fontsize=9, loc="left")
     fig.suptitle(title or ("Prefetch depth: exposed communication against peak memory"
@@ -299,8 +305,9 @@ def plot_enqueue_vs_blocked(rows: Sequence[dict[str, float]], *,
     """Left: measured rows as a timeline per unit (call, wait, compute), ms since the start.
 
     Right: per unit, the time ``issue_gather()`` (the ``async_op=True`` call) took to return and
-    the time spent blocked in ``wait()``, log scale. The title gives both totals; the blocked
-    total is the measured exposed communication.
+    the time spent blocked in ``wait()``, on a linear axis from 0, each bar labelled with its value
+    (a zero is an empty bar labelled 0). The title gives both totals; the blocked total is the
+    measured exposed communication.
     """
     if not rows:
         raise ValueError("no measured rows")
@@ -308,8 +315,9 @@ def plot_enqueue_vs_blocked(rows: Sequence[dict[str, float]], *,
     fig = Figure(figsize=(11.0, 2.2 + max(2.2, 0.45 * len(rows))), layout="constrained")
     ax_t, ax_b = fig.subplots(1, 2, width_ratios=[1.5, 1])
     for y, r in enumerate(rows):
-        ax_t.barh(y, max(r["enqueue_s"] * MS, 1e-3), left=r["issue_at"] * MS, height=0.5, color="0.2",
-                  label="issue_gather() call" if y == 0 else None)
+        ax_t.plot([r["issue_at"] * MS], [y], "|", color="0.2", ms=12, mew=1.5,
+                  label="issue_gather() called" if y == 0 else None)
+        ax_t.barh(y, r["enqueue_s"] * MS, left=r["issue_at"] * MS, height=0.5, color="0.2")
         ax_t.barh(y, r["blocked_s"] * MS, left=r["wait_at"] * MS, height=0.5, color=_EXPOSED, alpha=0.6,
                   label="blocked in wait()" if y == 0 else None)
         ax_t.barh(y, r["compute_s"] * MS, left=r["compute_at"] * MS, height=0.5, color=_COLORS[0], alpha=0.85,
@@ -326,16 +334,16 @@ def plot_enqueue_vs_blocked(rows: Sequence[dict[str, float]], *,
     enqueue = [r["enqueue_s"] * MS for r in rows]
     blocked = [r["blocked_s"] * MS for r in rows]
     ys = list(range(len(rows)))
-    floor = min([v for v in enqueue + blocked if v > 0] or [1e-3]) / 3
-    ax_b.barh([y - 0.2 for y in ys], [max(v, floor) for v in enqueue], height=0.38, color="0.25",
-              label="issue_gather() took to return (enqueue)")
-    ax_b.barh([y + 0.2 for y in ys], [max(v, floor) for v in blocked], height=0.38, color=_EXPOSED, alpha=0.7,
-              label="blocked in wait() (exposed)")
-    ax_b.set_xscale("log")
-    ax_b.set_xlim(floor / 1.5, max(enqueue + blocked + [floor * 10]) * 3)
+    top = max(enqueue + blocked) or 1.0
+    for offset, values, color, alpha, label in ((-0.2, enqueue, "0.25", 1.0, "issue_gather() took to return (enqueue)"),
+                                               (0.2, blocked, _EXPOSED, 0.7, "blocked in wait() (exposed)")):
+        ax_b.barh([y + offset for y in ys], values, height=0.38, color=color, alpha=alpha, label=label)
+        for y, value in zip(ys, values):
+            ax_b.text(value + 0.02 * top, y + offset, f"{value:.3g}", va="center", fontsize=7)
+    ax_b.set_xlim(0, top * 1.3)
     ax_b.set_yticks(ys, labels)
     ax_b.set_ylim(len(rows) - 0.4, -0.9)
-    ax_b.set_xlabel("milliseconds (log scale)")
+    ax_b.set_xlabel("milliseconds (linear from 0; each bar labelled)")
     ax_b.set_ylabel("unit")
     ax_b.set_title("What each timer measures", fontsize=9)
     ax_b.grid(True, axis="x", which="major", alpha=0.3)
@@ -395,20 +403,21 @@ def prefetch_explorer(num_units: int = 6, depth: int = 1, budget_mb: int = 400, 
         d, budget = d_slider.value, budget_slider.value * 1e6
         scenario = explorer_scenario(u, ratio_slider.value, slow_slider.value, act_slider.value)
         row, no_prefetch = scenario["depths"][d], scenario["depths"][0]
-        best = scenario["max_depth"][str(int(budget))]
+        best, deepest = scenario["best_depth"][str(int(budget))], scenario["max_depth"][str(int(budget))]
         result = {
             "num_units": u, "depth": d, "budget_bytes": budget, "gather_s": scenario["gather_s"],
             "compute_s": scenario["compute_s"], "unit_bytes": scenario["unit_bytes"],
             "activation_bytes": scenario["activation_bytes"], "shard_bytes": scenario["shard_bytes"],
             "forward_s": row["forward_s"], "exposed_s": row["exposed_s"], "peak_bytes": row["peak_bytes"],
-            "fits": row["peak_bytes"] <= budget, "max_depth": best, "no_prefetch_forward_s": no_prefetch["forward_s"],
+            "fits": row["peak_bytes"] <= budget, "max_depth": deepest, "best_depth": best,
+            "no_prefetch_forward_s": no_prefetch["forward_s"],
         }
         fit = "fits" if result["fits"] else "<span style='color:#d62728'>exceeds</span>"
         summary.value = (
             f"depth {d}: forward {row['forward_s'] * MS:.3g} ms (no prefetch {no_prefetch['forward_s'] * MS:.3g} ms), "
             f"<b>exposed communication {row['exposed_s'] * MS:.3g} ms</b> · <b>peak {format_bytes(row['peak_bytes'])}"
-            f"</b>, {fit} the budget {format_bytes(budget)} · max_prefetch_depth: "
-            f"{best if best is not None else 'none fits'}")
+            f"</b>, {fit} the budget {format_bytes(budget)} · "
+            + (f"depth to run: {best} (deepest that fits: {deepest})" if best is not None else "no depth fits"))
         figures = [plot_prefetch_timeline(scenario, sorted({0, d})), plot_depth_tradeoff(scenario, budget)]
         show_figures(out, figures, dpi=72, caption=f"depth {d}: exposed communication {row['exposed_s'] * MS:.3g} ms, "
                                                    f"peak {format_bytes(row['peak_bytes'])}")

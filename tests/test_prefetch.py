@@ -46,12 +46,29 @@ def test_deeper_prefetch_never_slower_and_never_smaller() -> None:
             assert sum(1 for (iv, _, _, ev) in sched if iv <= i < ev) <= d + 1
 
 
-def test_max_depth_and_budget_edges() -> None:
+def test_depth_and_budget_edges() -> None:
     peaks = [l08.peak_live_bytes(l08.prefetch_schedule(GATHER, COMPUTE, d), [100, 200, 100, 300], [10] * 4, 50)
              for d in range(4)]
-    assert l08.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, peaks[0]) == 0
-    assert l08.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, peaks[0] - 1) is None
+    for choose in (l08.max_prefetch_depth, l08.best_prefetch_depth):
+        assert choose(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, peaks[0]) == 0
+        assert choose(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, peaks[0] - 1) is None
     assert l08.max_prefetch_depth(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 1e9) == 3
+
+
+def test_best_depth_is_the_smallest_reaching_the_lowest_exposed_time_that_fits() -> None:
+    """Issue 24: the largest depth that fits is an upper bound; the depth to run is the smallest that hides as much."""
+    g, c, units, acts = [0.5, 0.5, 0.5, 0.5, 4.0, 0.5], [1.0] * 6, [100] * 6, [20] * 6   # exposed 6.5 .. 2, 2, 2
+    assert [l08.best_prefetch_depth(g, c, units, acts, 75, b) for b in (440, 520, 600, 1e9)] == [1, 2, 3, 3]
+    assert [l08.max_prefetch_depth(g, c, units, acts, 75, b) for b in (440, 520, 600, 1e9)] == [1, 2, 3, 5]
+    assert l08.best_prefetch_depth([1.0] * 3, [0.0] * 3, [100] * 3, [0] * 3, 0, 1e9) == 0   # nothing to hide behind
+
+
+def test_peak_is_reached_at_an_issue_when_a_unit_computes_for_no_time() -> None:
+    """Issue 24: unit 0 computes for 0 s, so it is freed at its compute start; sampling only there misses it."""
+    sched = l08.prefetch_schedule([0.5, 1.0], [0.0, 1.0], 0)
+    assert sched == [(0.0, 0.5, 0.5, 0.5), (0.5, 1.5, 1.5, 2.5)]
+    assert l08.peak_live_bytes(sched, [100, 10], [0, 0], 0) == 100
+    assert l08._peak_at_compute_starts(sched, [100, 10], [0, 0], 0) == 10
 
 
 def test_blocked_time_ignores_enqueue_time() -> None:
@@ -80,16 +97,24 @@ def test_checks_accept_references_and_name_mistakes() -> None:
     with pytest.raises(AssertionError, match="when the channel is free"):
         l08.assert_peak(from_channel_free, [([0.6, 0.6, 3.0, 0.6, 0.6, 0.6], [1.0] * 6, 5, [100] * 6, [20] * 6, 75)])
 
-    def old_planner(g, c, units, acts, shards, budget):
-        peaks = [from_channel_free(l08.prefetch_schedule(g, c, d), units, acts, shards) for d in range(len(g))]
-        return max((d for d, p in enumerate(peaks) if p <= budget), default=None)
+    with pytest.raises(AssertionError, match="only when units start computing"):
+        l08.assert_peak(l08._peak_at_compute_starts, [([0.5, 1.0], [0.0, 1.0], 0, [100, 10], [0, 0], 0)])
+    slow = ([0.5, 0.5, 0.5, 0.5, 4.0, 0.5], [1.0] * 6, [100] * 6, [20] * 6, 75)
 
-    with pytest.raises(AssertionError, match="counted from the issue"):
-        l08.assert_max_depth(old_planner, [([0.6, 0.6, 3.0, 0.6, 0.6, 0.6], [1.0] * 6, [100] * 6, [20] * 6, 75, 500)])
+    def old_planner(g, c, units, acts, shards, budget):
+        fits = [from_channel_free(l08.prefetch_schedule(g, c, d), units, acts, shards) <= budget for d in range(len(g))]
+        exposed = [l08.exposed_communication(l08.prefetch_schedule(g, c, d), c) if f else float("inf")
+                   for d, f in enumerate(fits)]
+        return exposed.index(min(exposed)) if any(fits) else None
+
+    with pytest.raises(AssertionError, match="counted from when the channel is free"):
+        l08.assert_best_depth(old_planner, [(*slow, 440)])
     l08.assert_exposed(l08.exposed_communication, [(GATHER, COMPUTE, 1)])
-    l08.assert_max_depth(l08.max_prefetch_depth, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 400)])
+    l08.assert_best_depth(l08.best_prefetch_depth, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 760)])
+    with pytest.raises(AssertionError, match="largest depth that fits, only an upper bound"):
+        l08.assert_best_depth(l08.max_prefetch_depth, [(*slow, 1e9)])
     with pytest.raises(AssertionError, match="expected 0"):
-        l08.assert_max_depth(lambda *a: True, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 400)])
+        l08.assert_best_depth(lambda *a: True, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 400)])
     trace = F.synthetic_trace([0.3, 0.3], [0.0, 0.2], [1.0, 1.0])
     l08.assert_blocked(l08.blocked_waiting_s, [trace])
     with pytest.raises(AssertionError, match="enqueueing"):

@@ -69,6 +69,8 @@ def test_chapter_scenarios() -> None:
     assert [r["peak_bytes"] for r in slow["depths"]] == [295e6, 375e6, 455e6, 535e6, 615e6, 695e6]
     assert slow["channel_free_peak_bytes"] == [295e6, 375e6, 455e6, 455e6, 455e6, 455e6]
     assert slow["max_depth"] == {"250000000": None, "300000000": 0, "400000000": 1, "500000000": 2}
+    assert slow["best_depth"] == slow["max_depth"]   # the slow unit needs depth 2 to reach its floor
+    assert even["max_depth"]["500000000"] == 2 and even["best_depth"]["500000000"] == 1   # depth 2 hides nothing more
     assert long["depths"][1]["peak_bytes"] - long["depth_1_peak_from_landing"] == pytest.approx(80e6)
     for row in slow["depths"]:   # an all-gather moves bytes once issued and the channel is free
         sched = row["schedule"]
@@ -102,8 +104,10 @@ def test_explorer_grid_matches_the_references() -> None:
     assert config["peak_bytes"]["20"] == pytest.approx(
         [l08.peak_live_bytes(l08.prefetch_schedule(g, c, d), UNIT, acts, SHARDS) for d in range(6)])
     assert config["max_depth"]["20"]["500"] == l08.max_prefetch_depth(g, c, UNIT, acts, SHARDS, 500e6)
+    assert config["best_depth"]["20"]["1000"] == l08.best_prefetch_depth(g, c, UNIT, acts, SHARDS, 1000e6) == 2
     scenario = pp.explorer_scenario(6, 0.6, 3, 20)
     assert scenario["max_depth"]["500000000"] == config["max_depth"]["20"]["500"]
+    assert scenario["best_depth"]["1000000000"] == 2 and scenario["max_depth"]["1000000000"] == 5
     with pytest.raises(KeyError):
         pp.explorer_scenario(5, 0.6, -1, 20)
 
@@ -140,20 +144,24 @@ def test_live_memory_figure_marks_peak_and_budget() -> None:
     renders(pp.plot_live_memory(pp.chapter_scenario("long"), 1))
 
 
-def test_depth_tradeoff_marks_max_depth() -> None:
+def test_depth_tradeoff_marks_the_depth_to_run_and_the_deepest() -> None:
     slow = pp.chapter_scenario("slow")
     fig = pp.plot_depth_tradeoff(slow, budget_bytes=400e6)
     ax_e, ax_m = fig.axes
     assert ax_e.get_ylabel() and ax_m.get_ylabel() and ax_m.get_xlabel()
     assert len(ax_e.patches) == len(ax_m.patches) == 6
-    assert "max_prefetch_depth = 1" in [t.get_text() for t in ax_m.get_legend().get_texts()]
-    assert "d = 1" in fig._suptitle.get_text()
+    legend = [t.get_text() for t in ax_m.get_legend().get_texts()]
+    assert "depth to run: d = 1" in legend and "deepest that fits: d = 1 (upper bound)" in legend
+    assert "run d = 1" in fig._suptitle.get_text()
+    wide = pp.plot_depth_tradeoff(pp.chapter_scenario("even"), budget_bytes=500e6)   # 0.6 ms gathers: d = 1 hides all
+    assert "depth to run: d = 1" in [t.get_text() for t in wide.axes[1].get_legend().get_texts()]
+    assert "deepest that fits is d = 2" in wide._suptitle.get_text()
     renders(fig)
     none = pp.plot_depth_tradeoff(slow, budget_bytes=250e6)
     assert "no depth fits" in none._suptitle.get_text()
     renders(none)
     renders(pp.plot_depth_tradeoff(slow))
-    with pytest.raises(ValueError, match="no stored deepest depth"):
+    with pytest.raises(ValueError, match="no stored depth"):
         pp.plot_depth_tradeoff(slow, budget_bytes=123e6)
 
 
@@ -162,7 +170,9 @@ def test_enqueue_vs_blocked_draws_measured_rows() -> None:
              "compute_at": 3e-3 * u + 1e-5 + b, "compute_s": 1e-3} for u, b in enumerate([2e-3, 0.0, 1e-3])]
     fig = pp.plot_enqueue_vs_blocked(rows)
     ax_t, ax_b = fig.axes
-    assert ax_b.get_xscale() == "log" and ax_t.get_xlabel() and ax_b.get_ylabel()
+    assert ax_b.get_xscale() == "linear" and ax_b.get_xlim()[0] == 0 and ax_t.get_xlabel() and ax_b.get_ylabel()
+    assert [round(b.get_width(), 12) for b in ax_b.patches] == [0.01] * 3 + [2.0, 0.0, 1.0]   # ms, zero drawn as 0
+    assert [t.get_text() for t in ax_b.texts] == ["0.01"] * 3 + ["2", "0", "1"]
     assert [t.get_text() for t in ax_b.get_yticklabels()] == ["unit 0", "unit 1", "unit 2"]
     assert "blocked in wait() 3 ms in all" in fig._suptitle.get_text()
     assert "enqueue times 0.03 ms in all" in fig._suptitle.get_text()
@@ -171,12 +181,25 @@ def test_enqueue_vs_blocked_draws_measured_rows() -> None:
         pp.plot_enqueue_vs_blocked([])
 
 
+def test_enqueue_of_zero_is_drawn_as_zero() -> None:
+    """Issue 24: on the modelled clock every enqueue time is 0; no bar may show a floor value for it."""
+    rows = [{"unit": u, "issue_at": 3e-3 * u, "enqueue_s": 0.0, "wait_at": 3e-3 * u, "blocked_s": b,
+             "compute_at": 3e-3 * u + b, "compute_s": 1e-3} for u, b in enumerate([2e-3, 0.0, 1e-3])]
+    fig = pp.plot_enqueue_vs_blocked(rows)
+    ax_t, ax_b = fig.axes
+    assert [b.get_width() for b in ax_b.patches[:3]] == [0.0] * 3
+    assert [t.get_text() for t in ax_b.texts[:3]] == ["0"] * 3
+    assert [b.get_width() for b in ax_t.patches[::3]] == [0.0] * 3   # the call itself: a tick, no invented width
+    assert "enqueue times 0 ms in all" in fig._suptitle.get_text()
+    renders(fig)
+
+
 def test_explorer_update_changes_the_output() -> None:
     with contextlib.redirect_stdout(io.StringIO()):  # Output widgets print outside a kernel
         box = pp.prefetch_explorer(num_units=6, depth=1, budget_mb=400, comm_compute_ratio=0.6, activation_mb=20)
         first = dict(box.last_result)
         assert first["exposed_s"] == pytest.approx(0.6e-3) and first["peak_bytes"] == pytest.approx(375e6)
-        assert first["fits"] and first["max_depth"] == 1
+        assert first["fits"] and first["max_depth"] == first["best_depth"] == 1
         assert "exposed communication 0.6 ms" in box.summary.value and "375 MB" in box.summary.value
 
         box.controls["depth"].value = 0
@@ -186,6 +209,7 @@ def test_explorer_update_changes_the_output() -> None:
         assert box.last_result["gather_s"][3] == pytest.approx(3e-3) and not box.last_result["fits"]
         box.controls["budget_mb"].value = 600
         assert box.last_result["fits"] and box.last_result["max_depth"] == 3   # peaks (d + 1) x 100 MB + 195 MB
+        assert box.last_result["best_depth"] == 2 and "depth to run: 2 (deepest that fits: 3)" in box.summary.value
         box.controls["num_units"].value = 4            # depth and slow unit sliders follow the unit count
         assert box.controls["depth"].max == 3 and box.last_result["num_units"] == 4
         assert list(box.controls["slow_unit"].options) == [-1, 0, 1, 2, 3] and box.last_result["depth"] <= 3
