@@ -9,7 +9,9 @@ module name or a ``.py`` file; default: the instructor's reference ``autograder.
 With ``COURSE_FAULT=kill:<rank>:batch:<k>`` in the environment, that rank kills itself
 (SIGKILL) at its k-th batch of the first attempt; torchrun's elastic agent then stops the
 other workers and starts the whole group again (``TORCHELASTIC_RESTART_COUNT`` = 1), and the
-new workers resume from the last committed checkpoint. At the end each worker writes its
+new workers resume from the last committed checkpoint. A restarted worker starts from other
+seeds and initial weights than the first attempt's (:func:`helpers.restart.as_restart` with the
+restart count), so only a checkpoint that is loaded makes it end like an uninterrupted run. At the end each worker writes its
 parameters, optimizer state, data cursor and next random draws to ``<out>/rank<r>.pt`` and
 prints one line per event (``[attempt a, rank r] ...``) on stdout.
 
@@ -145,15 +147,17 @@ def main() -> None:
     say(f"{tag} world size {dist.get_world_size()}; latest committed step: {committed[-1] if committed else 'none'}")
 
     model = lesson.MODEL()
+    lesson.as_restart(model, attempt)  # a restarted worker seeds from the restart count: other seeds and weights
     optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
     stream = lesson.GlobalStream()
     step = load_impl(args.impl).train_resumable(model, optimizer, stream, args.directory, args.steps, args.every)
     params = {k: v.detach().clone() for k, v in model.state_dict().items()}
     state = {"step": step, "params": params, "optimizer": lesson.optimizer_tensors(optimizer),
-             "cursor": stream.state_dict(), "rng": lesson.rng_draws()}
+             "cursor": stream.state_dict(), "rng": lesson.rng_draws(), "batches": stream.drawn}
     os.makedirs(args.out, exist_ok=True)
     torch.save(state, os.path.join(args.out, f"rank{rank}.pt"))
-    say(f"{tag} finished at step {step}, cursor {state['cursor']}, parameters sha256 {digest(params)}")
+    say(f"{tag} finished at step {step} after drawing {stream.drawn} batches, cursor {state['cursor']}, "
+        f"parameters sha256 {digest(params)}")
     dist.barrier()
     dist.destroy_process_group()
 

@@ -29,13 +29,14 @@ import torch.distributed as dist
 from matplotlib.figure import Figure
 from torch import nn
 
-from helpers import faults, remote
+from helpers import COURSE_SEED, faults, remote
+from helpers.cluster import rank_seed
 from helpers.data import tensors_from_json
 from helpers.reference import SameInit, state_of
 from helpers.stored import load
 
 __all__ = [
-    "NoisyMLP", "GlobalStream", "scratch_directory", "rng_draws", "load_fresh_on_rank", "optimizer_tensors", "uneven_batches", "round_trip_on_rank",
+    "NoisyMLP", "GlobalStream", "as_restart", "scratch_directory", "rng_draws", "load_fresh_on_rank", "optimizer_tensors", "uneven_batches", "round_trip_on_rank",
     "resumable_on_rank", "uneven_on_rank", "stored_uneven", "assert_round_trip", "assert_same_run",
     "assert_uneven", "assert_states_equal", "MODEL", "ADAM", "plot_lost_time", "interval_explorer",
 ]
@@ -82,7 +83,8 @@ class GlobalStream:
     Every rank that builds it with the same arguments gets the same batches (the global
     batch; each rank then takes its own rows). ``state_dict()`` is the cursor:
     ``{"epoch": e, "index": i}``, the next sample is position ``i`` of epoch ``e``'s
-    order. :meth:`next_batch` calls the course hook ``faults.point("batch")``.
+    order. :meth:`next_batch` calls the course hook ``faults.point("batch")``; ``drawn``
+    counts the batches this object has served (not part of the cursor).
     """
 
     def __init__(self, num_samples: int = 20, batch_size: int = 6, in_features: int = 6,
@@ -92,6 +94,7 @@ class GlobalStream:
         self.y = torch.randn(num_samples, out_features, generator=g, dtype=torch.float64)
         self.batch_size, self.seed = batch_size, seed
         self.epoch, self.index = 0, 0
+        self.drawn = 0
 
     def _order(self) -> torch.Tensor:
         return torch.randperm(len(self.x), generator=torch.Generator().manual_seed(self.seed * 1000 + self.epoch))
@@ -99,6 +102,7 @@ class GlobalStream:
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next global batch ``(x, y)``; advances the cursor by ``batch_size`` samples."""
         faults.point("batch")
+        self.drawn += 1
         rows = []
         while len(rows) < self.batch_size:
             if self.index == len(self.x):
@@ -117,6 +121,25 @@ class GlobalStream:
 
 
 MODEL = SameInit(NoisyMLP, seed=10)
+
+
+def as_restart(model: nn.Module, attempt: int) -> None:
+    """Make this rank start restart ``attempt`` (0: the first run) as a new process of a real job would.
+
+    A script launched again by ``torchrun`` seeds itself from ``TORCHELASTIC_RESTART_COUNT``
+    and builds a model whose initial weights are not the trained ones. Here: for ``attempt >= 1``
+    the torch, numpy and Python generators are reseeded with ``COURSE_SEED + attempt`` (per
+    rank) and every parameter is moved by ``attempt``. Without this, a restart that never
+    loads its checkpoint would repeat the first run bit for bit (the same seeds, the same
+    weights, the same data) and pass for a correct resume.
+    """
+    if attempt == 0:
+        return
+    seed = rank_seed(COURSE_SEED + attempt, dist.get_rank())
+    torch.manual_seed(seed), np.random.seed(seed), random.seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(float(attempt))
 
 
 _scratch: list[str] = []
@@ -197,6 +220,7 @@ def round_trip_on_rank(save_fn: Callable[..., Any], load_fn: Callable[..., Any],
     model, optimizer, stream, scaler = build(False)
     for _ in range(steps):
         _local_step(model, optimizer, stream, scaler)
+    np.random.standard_normal()  # an odd number of normals: numpy now holds a cached Gaussian
     save_fn(directory, steps, model, optimizer, stream.state_dict(), scaler)
     saved = dict(_snapshot(model, optimizer, stream, scaler), rng=rng_draws(), step=steps)
     for _ in range(2):  # move everything on, as the run does until it fails
@@ -212,14 +236,16 @@ def round_trip_on_rank(save_fn: Callable[..., Any], load_fn: Callable[..., Any],
 
 def resumable_on_rank(train_fn: Callable[..., Any], directory: str, num_steps: int, every: int,
                       model_fn: Callable[[], nn.Module] = MODEL, hyper: Mapping[str, Any] = ADAM,
-                      stream_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Build a model, Adam and a stream, call ``train_fn``; return everything a restart must reproduce."""
+                      stream_kwargs: Mapping[str, Any] | None = None, attempt: int = 0) -> dict[str, Any]:
+    """Build a model, Adam and a stream as attempt ``attempt`` of the job (:func:`as_restart`), call
+    ``train_fn``; return everything a restart must reproduce and the number of batches drawn."""
     model = model_fn()
+    as_restart(model, attempt)
     optimizer = torch.optim.Adam(model.parameters(), **hyper)
     stream = GlobalStream(**dict(stream_kwargs or {}))
     returned = train_fn(model, optimizer, stream, directory, num_steps, every)
     return {"returned": returned, "params": state_of(model), "optimizer": optimizer_tensors(optimizer),
-            "cursor": stream.state_dict(), "rng": rng_draws()}
+            "cursor": stream.state_dict(), "rng": rng_draws(), "batches": stream.drawn}
 
 
 def load_fresh_on_rank(load_fn: Callable[..., Any], directory: str) -> Any:
@@ -269,13 +295,16 @@ def assert_states_equal(got: Mapping[str, torch.Tensor], want: Mapping[str, torc
 
 
 def assert_round_trip(out: Sequence[Mapping[str, Any]], case: str) -> None:
-    """Every rank restored exactly what it saved: parameters, optimizer, cursor, RNGs, scaler, step."""
+    """Every rank restored exactly what it saved: parameters, optimizer, cursor, RNGs, scaler, step,
+    and ``load_checkpoint`` returned the step, the cursor and the world size that wrote it."""
     for rank, r in enumerate(out):
         saved, restored, meta = r["saved"], r["restored"], r["meta"]
         where = f"{case}, rank {rank}"
         assert isinstance(meta, dict), f"{where}: load_checkpoint returned {meta!r}, expected a dict"
         assert meta.get("step") == saved["step"], f"{where}: load_checkpoint says step {meta.get('step')!r}, " \
                                                   f"the checkpoint was saved at step {saved['step']}"
+        assert meta.get("world_size") == len(out), f"{where}: load_checkpoint says world size " \
+                                                   f"{meta.get('world_size')!r}; {len(out)} ranks wrote the checkpoint"
         assert_states_equal(restored["params"], saved["params"], f"{where}: model")
         assert restored["optimizer"], f"{where}: the optimizer has no state after loading: save optimizer.state_dict()"
         assert_states_equal(restored["optimizer"], saved["optimizer"], f"{where}: optimizer state")
@@ -288,11 +317,18 @@ def assert_round_trip(out: Sequence[Mapping[str, Any]], case: str) -> None:
             f"{where}: GradScaler state {restored['scaler']}, saved {saved['scaler']}"
 
 
-def assert_same_run(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]], case: str) -> None:
-    """A restarted run ends bit-identical to the uninterrupted one, rank by rank."""
+def assert_same_run(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]], case: str,
+                    resumed_from: int | None = None) -> None:
+    """A restarted run ends bit-identical to the uninterrupted one, rank by rank; with ``resumed_from``
+    (the latest committed step), the restart drew only the batches after that step."""
     assert len(got) == len(want), f"{case}: {len(got)} ranks, expected {len(want)}"
     for rank, (g, w) in enumerate(zip(got, want)):
         where = f"{case}, rank {rank}"
+        if resumed_from is not None:
+            need = w["batches"] - resumed_from
+            assert g["batches"] == need, \
+                f"{where}: the restarted run drew {g['batches']} batches; resuming from the committed step " \
+                f"{resumed_from} it needs {need}: it did not continue from the checkpoint"
         assert g["returned"] == w["returned"], f"{where}: returned {g['returned']!r}, expected {w['returned']!r}"
         assert g["cursor"] == w["cursor"], f"{where}: the data stream ends at {g['cursor']}, " \
                                            f"uninterrupted at {w['cursor']}: samples were replayed or skipped"

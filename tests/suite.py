@@ -2,7 +2,9 @@
 
     python tests/suite.py [--check-jobs N] [--check-budget SECONDS]
 
-1. ``autograder release --check`` and ``autograder store --check``, at once (seconds);
+1. ``autograder release --check`` and ``autograder store --check``, the latter also as on
+   another CPU (:data:`OTHER_CPU`: torch's portable kernels, MKL's compatible paths, one
+   thread), at once (about a minute);
 2. pytest, all but the tests marked ``alone``, and at the same time the course check
    (``autograder check``): pytest waits on browsers, kernels and time limits much of the
    time, and the check's gradings fill the cores meanwhile. The check's report goes to
@@ -18,6 +20,7 @@ waits for them to stop.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -26,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_LOG = ROOT / "_build" / "course-check.log"
 NO_TESTS_COLLECTED = 5
+# Rounds floats as a CPU without AVX would: stored results must agree within their tolerances there too.
+OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
 
 
 def finish(process: subprocess.Popen) -> int:
@@ -42,12 +47,14 @@ def run(command: list[str]) -> int:
     return finish(subprocess.Popen(command, cwd=ROOT))
 
 
-def run_at_once(commands: dict[str, list[str]]) -> dict[str, int]:
-    """Start every command, then wait for all; each one's exit status by name.
+def run_at_once(commands: dict[str, tuple[list[str], dict[str, str]]]) -> dict[str, int]:
+    """Start every command (with its extra environment variables), then wait for all; each one's
+    exit status by name.
 
     For short checks that each keep one core busy (release --check and store --check).
     """
-    processes = {name: subprocess.Popen(command, cwd=ROOT) for name, command in commands.items()}
+    processes = {name: subprocess.Popen(command, cwd=ROOT, env={**os.environ, **extra})
+                 for name, (command, extra) in commands.items()}
     try:
         return {name: process.wait() for name, process in processes.items()}
     except KeyboardInterrupt:
@@ -90,9 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-jobs", type=int, default=3, help="gradings the course check runs at once")
     parser.add_argument("--check-budget", type=float, default=900, help="seconds of grading per assignment")
     args = parser.parse_args(argv)
+    store = [sys.executable, "-m", "autograder", "store", "--check"]
     codes = run_at_once({
-        "release --check": [sys.executable, "-m", "autograder", "release", "--check"],
-        "store --check": [sys.executable, "-m", "autograder", "store", "--check"],
+        "release --check": ([sys.executable, "-m", "autograder", "release", "--check"], {}),
+        "store --check": (store, {}),
+        "store --check as on another CPU": (store, OTHER_CPU),
     })
     codes["pytest"], codes["course check"] = pytest_beside_check(args.check_jobs, args.check_budget)
     codes["pytest -m alone"] = pytest("-m", "alone")

@@ -16,8 +16,8 @@ class Commands:
     exits: dict[str, int] = field(default_factory=dict)
     ran: list[str] = field(default_factory=list)
 
-    def run(self, command: list[str]) -> int:
-        words = " ".join(command[command.index("-m") + 1:])
+    def run(self, command: list[str], env: dict[str, str] | None = None) -> int:
+        words = " ".join(command[command.index("-m") + 1:]) + (" as on another CPU" if env else "")
         self.ran.append(words)
         return next((code for key, code in self.exits.items() if words.endswith(key)), 0)
 
@@ -26,7 +26,7 @@ class Commands:
 def commands(monkeypatch) -> Commands:
     fake = Commands()
     monkeypatch.setattr(suite, "run", fake.run)
-    monkeypatch.setattr(suite, "run_at_once", lambda named: {name: fake.run(c) for name, c in named.items()})
+    monkeypatch.setattr(suite, "run_at_once", lambda named: {name: fake.run(c, env) for name, (c, env) in named.items()})
     monkeypatch.setattr(suite, "pytest_beside_check",
                         lambda jobs, budget: (suite.pytest("-m", "not alone"), fake.exits.get("course check", 0)))
     return fake
@@ -34,12 +34,14 @@ def commands(monkeypatch) -> Commands:
 
 def test_all_parts_pass(commands: Commands, capsys) -> None:
     assert suite.main([]) == 0
-    assert commands.ran[:2] == ["autograder release --check", "autograder store --check"]
-    assert commands.ran[2].endswith("-m not alone") and commands.ran[3].endswith("-m alone")
+    assert commands.ran[:3] == ["autograder release --check", "autograder store --check",
+                                "autograder store --check as on another CPU"]
+    assert commands.ran[3].endswith("-m not alone") and commands.ran[4].endswith("-m alone")
     assert "all parts passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("part", ["release --check", "store --check", "-m not alone", "course check", "-m alone"])
+@pytest.mark.parametrize("part", ["release --check", "store --check", "as on another CPU", "-m not alone",
+                                  "course check", "-m alone"])
 def test_a_failing_part_fails_the_suite(commands: Commands, part: str) -> None:
     commands.exits[part] = 1
     assert suite.main([]) == 1
@@ -57,5 +59,14 @@ def test_run_at_once_runs_the_commands_together_and_returns_each_exit_status(tmp
     # The first waits (at most 60 s) for a file only the second writes: run one after the other, it exits 1.
     waits = f"import pathlib, sys, time\nfor _ in range(1200):\n    if pathlib.Path({str(flag)!r}).exists(): sys.exit(0)\n    time.sleep(0.05)\nsys.exit(1)"
     writes = f"import pathlib, sys; pathlib.Path({str(flag)!r}).touch(); sys.exit(3)"
-    codes = suite.run_at_once({"waits": [sys.executable, "-c", waits], "writes": [sys.executable, "-c", writes]})
+    codes = suite.run_at_once({"waits": ([sys.executable, "-c", waits], {}),
+                               "writes": ([sys.executable, "-c", writes], {})})
     assert codes == {"waits": 0, "writes": 3}
+
+
+def test_run_at_once_gives_each_command_its_environment() -> None:
+    code = "import os, sys; sys.exit(0 if os.environ.get('ATEN_CPU_CAPABILITY') == 'default' else 1)"
+    codes = suite.run_at_once({"other": ([sys.executable, "-c", code], suite.OTHER_CPU),
+                               "here": ([sys.executable, "-c", code], {})})
+    here = 0 if suite.os.environ.get("ATEN_CPU_CAPABILITY") == "default" else 1
+    assert codes == {"other": 0, "here": here}

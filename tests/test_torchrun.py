@@ -21,6 +21,7 @@ def test_a_worker_killed_under_torchrun_restarts_and_ends_equal_to_an_uninterrup
     assert "[attempt 0, rank 1] armed: kill rank 1 at hook 'batch' #3" in lines
     assert "[attempt 1, rank 0] world size 2; latest committed step: 2" in lines, lines
     assert not any(line.startswith("[attempt 0") and "finished" in line for line in lines), lines
+    assert any(line.startswith("[attempt 1, rank 1] finished at step 6 after drawing 4 batches") for line in lines), lines
     for rank, (got, want) in enumerate(zip(_final_states(str(tmp_path / "out")), _final_states(str(tmp_path / "clean")))):
         assert got["step"] == want["step"] == 6
         assert got["cursor"] == want["cursor"]
@@ -29,6 +30,27 @@ def test_a_worker_killed_under_torchrun_restarts_and_ends_equal_to_an_uninterrup
             assert got[part].keys() == want[part].keys()
             for name in want[part]:
                 assert torch.equal(got[part][name], want[part][name]), f"rank {rank}: {part} {name} differs"
+
+
+NEVER_LOADS = """
+from autograder.lessons import l10
+
+def train_resumable(model, optimizer, stream, directory, num_steps, every):
+    return l10._train(model, optimizer, stream, directory, num_steps, every, lambda *args: None, old_denominator=False)
+"""
+
+
+def test_a_restart_that_never_loads_its_checkpoint_ends_elsewhere(tmp_path) -> None:
+    """The restarted attempt starts from other seeds and weights, so skipping the load cannot pass."""
+    impl = tmp_path / "never_loads.py"
+    impl.write_text(NEVER_LOADS)
+    clean = script.launch(str(tmp_path / "clean_ckpt"), str(tmp_path / "clean"), max_restarts=0, timeout=TIMEOUT_S)
+    killed = script.launch(str(tmp_path / "ckpt"), str(tmp_path / "out"), fault="kill:1:batch:3", impl=str(impl),
+                           timeout=TIMEOUT_S)
+    assert clean.returncode == killed.returncode == 0, killed.stderr[-3000:]
+    got, want = _final_states(str(tmp_path / "out"))[0], _final_states(str(tmp_path / "clean"))[0]
+    assert got["batches"] == 6 != 6 - 2
+    assert any(not torch.equal(got["params"][name], want["params"][name]) for name in want["params"])
 
 
 def test_events_are_ordered_by_attempt_and_rank() -> None:

@@ -48,9 +48,9 @@ from torch import nn
 
 from autograder.store import Rounding
 from autograder.plain import number, plain
-from helpers import faults
+from helpers import COURSE_SEED, faults
 from helpers import restart as lesson
-from helpers.cluster import ClusterError, run
+from helpers.cluster import ClusterError, rank_seed, run
 from helpers.data import tensors_to_json
 from helpers.reference import SameInit, state_of
 from helpers.remote import call
@@ -341,6 +341,37 @@ def check_latest_committed(save_fn: Callable[..., Any], load_fn: Callable[..., A
         lesson.assert_states_equal(r["params"], saved[rank][2], f"rank {rank}: model after resuming from step 2")
 
 
+def _membership_load_on_rank(load_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
+    """A restarted rank of another world size loads: what load returns, the parameters, and the next
+    draws of every generator after the load and as they would have been without it."""
+    model = lesson.MODEL()
+    lesson.as_restart(model, 1)
+    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
+    before = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    meta = load_fn(directory, model, optimizer, None)
+    after = lesson.rng_draws()
+    torch.set_rng_state(before[0]), np.random.set_state(before[1]), random.setstate(before[2])
+    return {"meta": meta, "params": state_of(model), "rng": after, "rng_untouched": lesson.rng_draws()}
+
+
+def check_membership_load(save_fn: Callable[..., Any], load_fn: Callable[..., Any]) -> None:
+    """4 ranks save steps 2 and 4, 3 ranks load (each still finds a file of its own rank number): step 4
+    from rank 0's file, the world size that wrote it, and the random generators left as they were."""
+    with _Scratch() as directory:
+        saved = _run(_save_twice_on_rank, save_fn, directory, world_size=4)
+        out = _run(_membership_load_on_rank, load_fn, directory, world_size=3)
+    for rank, r in enumerate(out):
+        where, meta = f"saved by 4 ranks, loaded by 3: rank {rank}", r["meta"]
+        assert isinstance(meta, dict) and meta.get("step") == 4, f"{where}: load_checkpoint returned {meta!r}"[:300]
+        assert meta.get("world_size") == 4, \
+            f"{where}: load_checkpoint says world size {meta.get('world_size')!r}; 4 ranks wrote the checkpoint"
+        lesson.assert_states_equal(r["params"], saved[0][4],
+                                   f"{where}: model (after a membership change every rank loads rank_0.pt)")
+        assert r["rng"] == r["rng_untouched"], \
+            f"{where}: the random generators changed: the world size changed, so the old ranks' generator " \
+            "states do not belong to the new ranks and must be left as they are"
+
+
 def _tear(partial: str) -> None:
     """In the kernel: step 4 as a rank's death leaves it (no marker, rank 1's file torn, rank 2's gone)."""
     os.remove(os.path.join(partial, MARKER))
@@ -349,105 +380,384 @@ def _tear(partial: str) -> None:
         f.truncate(100)
 
 
+class _Signals:
+    """Flag files in ``signal_dir`` through which two ranks of a probe see each other's progress."""
+
+    def __init__(self, signal_dir: str) -> None:
+        self.dir = signal_dir
+
+    def set(self, name: str) -> None:
+        open(os.path.join(self.dir, name), "w").close()
+
+    def clear(self, name: str) -> None:
+        os.remove(os.path.join(self.dir, name))
+
+    def has(self, name: str) -> bool:
+        return os.path.exists(os.path.join(self.dir, name))
+
+    def wait(self, ready: Callable[[], bool], limit_s: float = 60.0) -> None:
+        deadline = time.monotonic() + limit_s
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+
+def _destination(args: Sequence[Any], kwargs: Mapping[str, Any], save: bool) -> str:
+    """The file name an ``os.replace``/``os.rename`` (second argument) or ``torch.save`` (second) writes."""
+    target = args[1] if len(args) > 1 else kwargs.get("f" if save else "dst")
+    target = getattr(target, "name", target)
+    return os.path.basename(os.fspath(target)) if isinstance(target, (str, os.PathLike)) else ""
+
+
+def _intercept_writes(name: str, before: Callable[[], None]) -> Callable[[], None]:
+    """Call ``before()`` once, just before this rank first writes or renames a file onto ``name``
+    (``torch.save``, ``os.replace``, ``os.rename``); returns the function that undoes it."""
+    done: list[bool] = []
+    originals = {(torch, "save"): torch.save, (os, "replace"): os.replace, (os, "rename"): os.rename}
+
+    def wrap(original: Callable[..., Any], save: bool) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if not done and _destination(args, kwargs, save) == name:
+                done.append(True)
+                before()
+            return original(*args, **kwargs)
+        return wrapped
+
+    for (module, attr), original in originals.items():
+        setattr(module, attr, wrap(original, module is torch))
+    return lambda: [setattr(module, attr, original) for (module, attr), original in originals.items()]
+
+
+def _count_collectives(signals: _Signals, rank: int) -> tuple[list[int], Callable[[], None]]:
+    """Flag ``<rank>.in.<k>`` on entering this rank's k-th collective; the counter and the undo."""
+    count = [0]
+    originals = {op: getattr(dist, op) for op in faults._COLLECTIVE_OPS}
+
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            count[0] += 1
+            signals.set(f"{rank}.in.{count[0]}")
+            return original(*args, **kwargs)
+        return counted
+
+    for op, original in originals.items():
+        setattr(dist, op, wrap(original))
+    return count, lambda: [setattr(dist, op, original) for op, original in originals.items()]
+
+
 def _commit_probe_on_rank(save_fn: Callable[..., Any], directory: str, signal_dir: str, step: int) -> dict[str, Any]:
-    """Rank 0 flags while it is inside a collective; the last rank, when asked for its model's
-    state, waits until rank 0 is inside a collective or done, then looks for the marker."""
+    """Force the interleavings the commit protocol must survive, between rank 0 and the last rank ``L``.
+
+    ``L`` holds still (and says so with the flag ``waiting``) when it builds its state, until rank 0
+    is in a collective or done, and looks for the marker; again before its file reaches its final
+    name, until rank 0 entered a collective ``L`` has not passed yet (or committed, or returned);
+    after ``save_fn`` returns, it looks for the marker. Rank 0, just before it puts the marker in
+    place, waits until ``L`` holds still, entered a collective rank 0 has not entered yet, or
+    returned, and lists the rank files in place. Rank 0's and ``L``'s collectives are counted: the
+    k-th collectives of all ranks match, whatever else the code communicates."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
+    last, path = world_size - 1, step_dir(directory, step)
+    signals = _Signals(signal_dir)
     model = lesson.MODEL()
     optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
     stream = lesson.GlobalStream()
     lesson._local_step(model, optimizer, stream, None)
-    probe: dict[str, Any] = {"fired": False, "marker_early": False}
-    inside = os.path.join(signal_dir, "inside")
-    returned = os.path.join(signal_dir, "returned")
-    if rank == world_size - 1:
+    probe: dict[str, Any] = {"fired": False, "marker_early": False, "files_at_commit": None, "marker_on_return": None}
+    marker = lambda: os.path.exists(os.path.join(path, MARKER))  # noqa: E731
+    undo: list[Callable[[], None]] = []
+    if rank in (0, last):
+        count, restore = _count_collectives(signals, rank)
+        undo.append(restore)
+    if rank == last:
         original = model.state_dict
 
-        def probed_state_dict(*args: Any, **kwargs: Any) -> Any:
+        def hold_while_building(*args: Any, **kwargs: Any) -> Any:
             if not probe["fired"]:
                 probe["fired"] = True
-                deadline = time.monotonic() + 60
-                while not (os.path.exists(inside) or os.path.exists(returned)) and time.monotonic() < deadline:
-                    time.sleep(0.005)
-                probe["marker_early"] = os.path.exists(os.path.join(step_dir(directory, step), MARKER))
+                signals.set("waiting")
+                signals.wait(lambda: any(signals.has(f"0.in.{k}") for k in range(1, 9)) or signals.has("0.returned"))
+                probe["marker_early"] = marker()
+                signals.clear("waiting")
             return original(*args, **kwargs)
 
-        model.state_dict = probed_state_dict
-    saved_ops = {}
+        model.state_dict = hold_while_building
+
+        def hold_before_own_file() -> None:
+            signals.set("waiting")
+            passed = count[0]
+            signals.wait(lambda: signals.has(f"0.in.{passed + 1}") or marker() or signals.has("0.returned"))
+            signals.clear("waiting")
+
+        undo.append(_intercept_writes(f"rank_{rank}.pt", hold_before_own_file))
     if rank == 0:
-        for op in faults._COLLECTIVE_OPS:
-            saved_ops[op] = getattr(dist, op)
+        def list_before_commit() -> None:
+            entered = count[0]
+            signals.wait(lambda: signals.has("waiting") or signals.has(f"{last}.in.{entered + 1}")
+                         or signals.has(f"{last}.returned"))
+            probe["files_at_commit"] = sorted(f for f in os.listdir(path) if f.startswith("rank_") and f.endswith(".pt"))
 
-            def flagged(*args: Any, __original: Callable[..., Any] = saved_ops[op], **kwargs: Any) -> Any:
-                open(inside, "w").close()
-                try:
-                    return __original(*args, **kwargs)
-                finally:
-                    os.remove(inside)
-
-            setattr(dist, op, flagged)
+        undo.append(_intercept_writes(MARKER, list_before_commit))
     try:
         save_fn(directory, step, model, optimizer, stream.state_dict(), None)
     finally:
-        for op, original in saved_ops.items():
-            setattr(dist, op, original)
-    if rank == 0:
-        open(returned, "w").close()
+        for restore in undo:
+            restore()
+    probe["marker_on_return"] = marker()
+    signals.set(f"{rank}.returned")
     return probe
 
 
 def check_commit_after_all(save_fn: Callable[..., Any], world_size: int) -> None:
-    """While the last rank is still building its file, rank 0 is blocked (or done): no marker may exist yet."""
+    """The marker exists only once every rank's file is in place, and exists when any rank returns."""
     with _Scratch() as directory, _Scratch() as signal_dir:
         out = _run(_commit_probe_on_rank, save_fn, directory, signal_dir, 5, world_size=world_size)
-        committed = call(os.path.exists, os.path.join(step_dir(directory, 5), MARKER))
-    probe = out[-1]
-    assert probe["fired"], f"rank {world_size - 1} never called model.state_dict(): save the model's state_dict()"
-    assert not probe["marker_early"], \
-        f"the commit marker of step 5 existed while rank {world_size - 1} had not written its file yet: " \
+    last, files = world_size - 1, out[0]["files_at_commit"]
+    assert out[last]["fired"], f"rank {last} never called model.state_dict(): save the model's state_dict()"
+    assert not out[last]["marker_early"], \
+        f"the commit marker of step 5 existed while rank {last} had not written its file yet: " \
         "rank 0 may write it only after a barrier that every rank enters after its own file is in place"
-    assert committed, f"after save_checkpoint returned on every rank, step 5 has no {MARKER} marker"
+    want = [f"rank_{r}.pt" for r in range(world_size)]
+    assert files is None or files == want, \
+        f"rank 0 put the commit marker of step 5 in place while only {files} were under their final names: " \
+        "every rank renames its file into place before the barrier that comes before the marker"
+    for rank, r in enumerate(out):
+        assert r["marker_on_return"], \
+            f"save_checkpoint returned on rank {rank} before step 5 was committed (no {MARKER} yet): a second " \
+            "barrier after the marker makes every rank wait for it"
+
+
+def _torn_save(after_collective: bool) -> Callable[[], None]:
+    """Make this rank's next ``torch.save`` (with ``after_collective``: its first one after it entered a
+    collective) write half the bytes to its destination and then kill the process (SIGKILL); returns
+    the function that undoes it."""
+    import io
+    import signal
+
+    entered = [not after_collective]
+    originals = {op: getattr(dist, op) for op in faults._COLLECTIVE_OPS}
+    for op, op_original in originals.items():
+        def counted(*args: Any, __original: Callable[..., Any] = op_original, **kwargs: Any) -> Any:
+            entered[0] = True
+            return __original(*args, **kwargs)
+        setattr(dist, op, counted)
+    original = torch.save
+
+    def torn(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        if not entered[0]:
+            return original(obj, f, *args, **kwargs)
+        buffer = io.BytesIO()
+        original(obj, buffer, *args, **kwargs)
+        data = buffer.getvalue()[: len(buffer.getvalue()) // 2]
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, "wb") as out:
+                out.write(data)
+        else:
+            f.write(data)
+            f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    torch.save = torn
+
+    def undo() -> None:
+        torch.save = original
+        for op, op_original in originals.items():
+            setattr(dist, op, op_original)
+    return undo
+
+
+def _killed_in_save_on_rank(save_fn: Callable[..., Any], directory: str, victim: int, at_marker: bool) -> None:
+    """Save steps 2 and 4 of local training; in step 4's save rank ``victim`` dies halfway through a write."""
+    model = lesson.MODEL()
+    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
+    stream = lesson.GlobalStream()
+    for step in (1, 2, 3, 4):
+        lesson._local_step(model, optimizer, stream, None)
+        if step % 2 == 0:
+            undo = _torn_save(at_marker) if step == 4 and dist.get_rank() == victim else (lambda: None)
+            try:
+                save_fn(directory, step, model, optimizer, stream.state_dict(), None)
+            finally:
+                undo()
+
+
+def _torn_final_files(path: str) -> list[str]:
+    """In the kernel: the files of a step directory under a final name (``rank_<r>.pt``, the marker) that do not load."""
+    torn = []
+    for name in sorted(os.listdir(path)) if os.path.isdir(path) else []:
+        if name == MARKER or (name.startswith("rank_") and name.endswith(".pt")):
+            try:
+                torch.load(os.path.join(path, name), weights_only=True)
+            except Exception:
+                torn.append(name)
+    return torn
+
+
+def check_atomic_writes(save_fn: Callable[..., Any], load_fn: Callable[..., Any]) -> None:
+    """A rank killed halfway through ``torch.save`` (rank 1, its file of step 4; rank 0, the marker of
+    step 4) leaves no torn file under a final name, and every rank resumes from step 2."""
+    for victim, at_marker, what in ((1, False, "rank 1 was killed halfway through writing its file"),
+                                    (0, True, f"rank 0 was killed halfway through writing the {MARKER} marker")):
+        with _Scratch() as directory:
+            try:
+                _run(_killed_in_save_on_rank, save_fn, directory, victim, at_marker, world_size=3)
+                died = False
+            except ClusterError:
+                died = True
+            assert died or at_marker, \
+                "rank 1 never wrote its file of step 4 with torch.save (the exercise asks for torch.save)"
+            torn = call(_torn_final_files, step_dir(directory, 4))
+            assert not torn, f"step 4: {what}, which left a torn {torn} under its final name: write to a " \
+                             "temporary name in the same directory, then os.replace it to the final name"
+            out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
+        steps = [r["meta"]["step"] if isinstance(r["meta"], dict) else r["meta"] for r in out]
+        assert steps == [2, 2, 2] or not died, \
+            f"{what} (step 4 never committed): the ranks resumed from steps {steps}, expected step 2 on every rank"
 
 
 # --------------------------------------------------------------------------- hidden checks: restart
 
 
+def reference_run(world_size: int, num_steps: int, stream_kwargs: Mapping[str, Any] | None = None,
+                  model_fn: Callable[[], nn.Module] = lesson.MODEL,
+                  hyper: Mapping[str, Any] = lesson.ADAM) -> list[dict[str, Any]]:
+    """What :func:`helpers.restart.resumable_on_rank` returns on every rank for a correct, uninterrupted
+    ``train_resumable``, computed in this process: each rank's forward pass on its rows with its own
+    random generators (seeded as :func:`helpers.cluster.run` seeds rank ``r``), the gradients summed
+    over the ranks and divided by ``world_size``, one Adam step."""
+    def rng() -> tuple[Any, Any, Any]:
+        return torch.get_rng_state(), np.random.get_state(), random.getstate()
+
+    def set_rng(state: tuple[Any, Any, Any]) -> None:
+        torch.set_rng_state(state[0]), np.random.set_state(state[1]), random.setstate(state[2])
+
+    outside = rng()
+    try:
+        states = []
+        for r in range(world_size):
+            seed = rank_seed(COURSE_SEED, r)
+            torch.manual_seed(seed), np.random.seed(seed), random.seed(seed)
+            states.append(rng())
+        model = model_fn()
+        params = list(model.parameters())
+        optimizer = torch.optim.Adam(params, **hyper)
+        stream = lesson.GlobalStream(**dict(stream_kwargs or {}))
+        for _ in range(num_steps):
+            x, y = stream.next_batch()
+            rows = len(x) // world_size
+            total = [torch.zeros_like(p) for p in params]
+            for r in range(world_size):
+                set_rng(states[r])
+                part = slice(r * rows, (r + 1) * rows)
+                loss = nn.functional.mse_loss(model(x[part]), y[part])
+                for t, g in zip(total, torch.autograd.grad(loss, params)):
+                    t.add_(g)
+                states[r] = rng()
+            for p, t in zip(params, total):
+                p.grad = t / world_size
+            optimizer.step()
+        out = []
+        for r in range(world_size):
+            set_rng(states[r])
+            out.append({"returned": num_steps, "params": state_of(model), "optimizer": lesson.optimizer_tensors(optimizer),
+                        "cursor": stream.state_dict(), "rng": lesson.rng_draws(), "batches": num_steps})
+        return out
+    finally:
+        set_rng(outside)
+
+
+def assert_like_reference(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]], case: str) -> None:
+    """An uninterrupted run equals :func:`reference_run`: the same steps, batches, cursor and random
+    draws, parameters and Adam state within float64 rounding (the ranks may sum in another order)."""
+    for rank, (g, w) in enumerate(zip(got, want)):
+        where = f"{case}, rank {rank}"
+        assert g["returned"] == w["returned"], f"{where}: returned {g['returned']!r}, expected {w['returned']}"
+        assert g["batches"] == w["batches"], \
+            f"{where}: drew {g['batches']} batches for {w['returned']} steps: one global batch per step, no more"
+        assert g["cursor"] == w["cursor"], f"{where}: the data stream ends at {g['cursor']}, expected {w['cursor']}"
+        assert g["rng"] == w["rng"], \
+            f"{where}: the random generators end in another state than a correct run's: each rank runs the " \
+            "forward pass once per step, on its own rows of the global batch"
+        for part in ("params", "optimizer"):
+            assert sorted(g[part]) == sorted(w[part]), f"{where}: {part} keys {sorted(g[part])}"
+            for name, value in w[part].items():
+                assert torch.allclose(g[part][name].double(), value.double(), rtol=1e-9, atol=1e-12), \
+                    f"{where}: {part} {name} differs from the reference by " \
+                    f"{(g[part][name].double() - value.double()).abs().max().item():.3g}: each step's gradient " \
+                    "is the mean squared error's over the global batch, with each rank computing its own rows"
+
+
+def _committed_steps(directory: str) -> list[int]:
+    """In the kernel: the steps of ``directory`` that have a commit marker."""
+    return sorted(int(entry[len("step_"):]) for entry in os.listdir(directory)
+                  if entry.startswith("step_") and os.path.exists(os.path.join(directory, entry, MARKER)))
+
+
+def _leave_torn_step(path: str) -> None:
+    """In the kernel: a step directory as an attempt killed while writing it leaves it (a torn rank file, no marker)."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "rank_0.pt"), "wb") as f:
+        f.write(b"PK\x03\x04 torn")
+
+
+def _first_run(train_fn: Callable[..., Any], directory: str, world_size: int, num_steps: int, every: int,
+               stream_kwargs: Mapping[str, Any], case: str) -> list[dict[str, Any]]:
+    """The student's uninterrupted run, checked against the reference and for every checkpoint it must commit."""
+    first = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, stream_kwargs=stream_kwargs,
+                 world_size=world_size)
+    assert_like_reference(first, reference_run(world_size, num_steps, stream_kwargs), f"{case}, uninterrupted")
+    committed, want = call(_committed_steps, directory), list(range(every, num_steps + 1, every))
+    assert committed == want, f"{case}, uninterrupted: committed steps {committed}, expected {want} " \
+                              f"(a checkpoint after every step whose count is a multiple of {every})"
+    return first
+
+
 def check_restart_after_kill(train_fn: Callable[..., Any], world_size: int, kill_rank: int, kill_batch: int,
                              num_steps: int, every: int) -> None:
-    """Kill ``kill_rank`` (SIGKILL) at its ``kill_batch``-th batch, restart the whole group, finish:
-    bit-identical to the run that was never interrupted."""
-    with _Scratch() as directory:
-        want = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, world_size=world_size)
+    """Kill ``kill_rank`` (SIGKILL) at its ``kill_batch``-th batch, leave the next checkpoint's directory
+    torn, restart the whole group as a new attempt (other seeds and weights), finish: bit-identical to
+    the run that was never interrupted, which itself matches the reference; only the batches after the
+    committed step drawn again."""
+    stream_kwargs = dict(batch_size=2 * world_size)
     case = f"{world_size} ranks, rank {kill_rank} killed at batch {kill_batch}, checkpoint every {every}"
     with _Scratch() as directory:
+        want = _first_run(train_fn, directory, world_size, num_steps, every, stream_kwargs, case)
+    committed = (kill_batch - 1) // every * every
+    with _Scratch() as directory:
         report = faults.run_with_faults(lesson.resumable_on_rank, train_fn, directory, num_steps, every,
-                                        faults=[faults.kill(kill_rank, "batch", kill_batch)],
+                                        stream_kwargs=stream_kwargs, faults=[faults.kill(kill_rank, "batch", kill_batch)],
                                         world_size=world_size, timeout=TIMEOUT_S)
         assert report.error is not None, f"{case}: the run finished although rank {kill_rank} was killed"
-        got = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, world_size=world_size)
-    lesson.assert_same_run(got, want, case)
+        call(_leave_torn_step, step_dir(directory, committed + every))
+        got = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, stream_kwargs=stream_kwargs,
+                   attempt=1, world_size=world_size)
+    lesson.assert_same_run(got, want, f"{case} (step {committed + every} left torn)", resumed_from=committed)
 
 
 def check_stop_and_resume(train_fn: Callable[..., Any], world_size: int, stops: Sequence[int], every: int) -> None:
-    """Stopped after each of ``stops`` steps (no checkpoint at some of them) and resumed: same as one run."""
+    """Stopped after each of ``stops`` steps (no checkpoint at some of them), each restart a new attempt,
+    resumed: the same as one run, which matches the reference and commits every ``every`` steps."""
     num_steps = stops[-1]
+    case = f"{world_size} ranks stopped at steps {list(stops[:-1])}, every {every}"
     with _Scratch() as directory:
-        want = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, world_size=world_size)
+        want = _first_run(train_fn, directory, world_size, num_steps, every, {}, case)
     with _Scratch() as directory:
-        for stop in stops:
-            got = _run(lesson.resumable_on_rank, train_fn, directory, stop, every, world_size=world_size)
-    lesson.assert_same_run(got, want, f"{world_size} ranks stopped at steps {list(stops[:-1])}, every {every}")
+        for attempt, stop in enumerate(stops):
+            got = _run(lesson.resumable_on_rank, train_fn, directory, stop, every, attempt=attempt,
+                       world_size=world_size)
+    lesson.assert_same_run(got, want, case, resumed_from=stops[-2] // every * every)
 
 
 ELASTIC = dict(stream=dict(num_samples=24, batch_size=12, seed=5), lr=0.1, momentum=0.9)
 
 
-def _elastic_on_rank(train_fn: Callable[..., Any], directory: str, num_steps: int, every: int) -> dict[str, Any]:
+def _elastic_on_rank(train_fn: Callable[..., Any], directory: str, num_steps: int, every: int,
+                     attempt: int) -> dict[str, Any]:
     model = lesson.MODEL()
     model.noisy = False
+    lesson.as_restart(model, attempt)
     optimizer = torch.optim.SGD(model.parameters(), lr=ELASTIC["lr"], momentum=ELASTIC["momentum"])
     stream = lesson.GlobalStream(**ELASTIC["stream"])
-    return {"returned": train_fn(model, optimizer, stream, directory, num_steps, every), "params": state_of(model)}
+    return {"returned": train_fn(model, optimizer, stream, directory, num_steps, every), "params": state_of(model),
+            "batches": stream.drawn}
 
 
 def check_elastic(train_fn: Callable[..., Any], old_world_size: int, new_world_size: int) -> None:
@@ -455,11 +765,13 @@ def check_elastic(train_fn: Callable[..., Any], old_world_size: int, new_world_s
     ranks to step 8: the global objective must not change (float64 SGD reference)."""
     case = f"{old_world_size} ranks to step 5, restarted on {new_world_size} ranks to step 8"
     with _Scratch() as directory:
-        _run(_elastic_on_rank, train_fn, directory, 5, 2, world_size=old_world_size)
-        out = _run(_elastic_on_rank, train_fn, directory, 8, 2, world_size=new_world_size)
+        _run(_elastic_on_rank, train_fn, directory, 5, 2, 0, world_size=old_world_size)
+        out = _run(_elastic_on_rank, train_fn, directory, 8, 2, 1, world_size=new_world_size)
     want = float64_training(lesson.MODEL, ELASTIC["stream"], 8, ELASTIC["lr"], ELASTIC["momentum"])
     for rank, r in enumerate(out):
         assert r["returned"] == 8, f"{case}, rank {rank}: returned {r['returned']!r}, expected 8"
+        assert r["batches"] == 4, f"{case}, rank {rank}: the restart drew {r['batches']} batches; resuming from " \
+                                  "the committed step 4 it needs 4: it did not continue from the checkpoint"
         for name, w in want.items():
             g = r["params"][name]
             assert torch.allclose(g, w, rtol=1e-10, atol=1e-12), \
@@ -480,6 +792,7 @@ UNEVEN_CASES = {
     # case: (per-rank batch counts, batch sizes in rows, seed, learning rate)
     "3 ranks, 3/5/0 batches": ([3, 5, 0], [2, 3, 1], 31, 0.2),
     "4 ranks, 2/0/4/1 batches": ([2, 0, 4, 1], [3, 1, 2], 37, 0.1),
+    "3 ranks, 3/2/3 batches": ([3, 2, 3], [2, 3, 1], 43, 0.2),  # every rank has data in the first steps
 }
 
 
@@ -527,6 +840,7 @@ RESHARD_CASES = [
     ([4, 4, 4], [0, 1, 1], 2, [0, 0, 0], 1, ()),
     ([6, 3, 2, 9, 5, 5, 1], [2, 0, 1, 2, 1, 0, 1], 3, [1, 1, 0, 0, 1, 0, 1], 2, (6,)),
     ([7, 2], [0, 0], 3, [4, 1], 5, ()),
+    ([5, 3, 4, 2], [0, 1, 0, 1], 2, [0, 1, 1, 0], 3, ()),  # the highest new rank owns nothing
 ]
 
 
@@ -567,6 +881,7 @@ INTERVAL_CASES = [  # (checkpoint seconds, per-node MTBF seconds, nodes)
 LOST_CASES = [  # (run seconds, interval, checkpoint, restart, per-node MTBF, nodes)
     (30 * DAY, 3600.0, 60.0, 600.0, 5 * YEAR, 1024), (7 * DAY, 1200.0, 30.0, 120.0, 2 * YEAR, 4096),
     (DAY, 600.0, 5.0, 60.0, 1 * YEAR, 8), (90 * DAY, 7200.0, 300.0, 900.0, 3 * YEAR, 16384),
+    (10 * DAY, 7000.0, 45.0, 300.0, 2 * YEAR, 2048),  # the run is not a whole number of intervals
 ]
 
 
