@@ -427,21 +427,30 @@ def _intercept_writes(name: str, before: Callable[[], None]) -> Callable[[], Non
     return lambda: [setattr(module, attr, original) for (module, attr), original in originals.items()]
 
 
-def _count_collectives(signals: _Signals, rank: int) -> tuple[list[int], Callable[[], None]]:
-    """Flag ``<rank>.in.<k>`` on entering this rank's k-th collective; the counter and the undo."""
-    count = [0]
+def _on_collectives(entering: Callable[[], None]) -> Callable[[], None]:
+    """Call ``entering()`` each time this rank enters a ``torch.distributed`` collective; returns the undo."""
     originals = {op: getattr(dist, op) for op in faults._COLLECTIVE_OPS}
 
     def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            count[0] += 1
-            signals.set(f"{rank}.in.{count[0]}")
+        def announced(*args: Any, **kwargs: Any) -> Any:
+            entering()
             return original(*args, **kwargs)
-        return counted
+        return announced
 
     for op, original in originals.items():
         setattr(dist, op, wrap(original))
-    return count, lambda: [setattr(dist, op, original) for op, original in originals.items()]
+    return lambda: [setattr(dist, op, original) for op, original in originals.items()]
+
+
+def _count_collectives(signals: _Signals, rank: int) -> tuple[list[int], Callable[[], None]]:
+    """Flag ``<rank>.in.<k>`` on entering this rank's k-th collective; the counter and the undo."""
+    count = [0]
+
+    def entering() -> None:
+        count[0] += 1
+        signals.set(f"{rank}.in.{count[0]}")
+
+    return count, _on_collectives(entering)
 
 
 def _commit_probe_on_rank(save_fn: Callable[..., Any], directory: str, signal_dir: str, step: int) -> dict[str, Any]:
@@ -533,12 +542,7 @@ def _torn_save(after_collective: bool) -> Callable[[], None]:
     import signal
 
     entered = [not after_collective]
-    originals = {op: getattr(dist, op) for op in faults._COLLECTIVE_OPS}
-    for op, op_original in originals.items():
-        def counted(*args: Any, __original: Callable[..., Any] = op_original, **kwargs: Any) -> Any:
-            entered[0] = True
-            return __original(*args, **kwargs)
-        setattr(dist, op, counted)
+    undo_collectives = _on_collectives(lambda: entered.__setitem__(0, True))
     original = torch.save
 
     def torn(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
@@ -559,8 +563,7 @@ def _torn_save(after_collective: bool) -> Callable[[], None]:
 
     def undo() -> None:
         torch.save = original
-        for op, op_original in originals.items():
-            setattr(dist, op, op_original)
+        undo_collectives()
     return undo
 
 
