@@ -37,7 +37,7 @@ OS_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # /usr-merged lin
 ENV_NAMES = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR",
              "PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS",
              "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "SOURCE_DATE_EPOCH")
-ENV_PREFIXES = ("LC_", "COURSE_", "JPY_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "GLOO_", "TORCH_")
+ENV_PREFIXES = ("LC_", "COURSE_", "JPY_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "GLOO_", "TORCH_", "ATEN_")
 
 
 class SandboxUnavailable(RuntimeError):

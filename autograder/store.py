@@ -55,6 +55,11 @@ class Rounding:
 FLOAT32_RESULTS = Rounding(rel_tol=1e-5, abs_tol=1e-6)
 
 
+# The environment that makes torch and MKL on this CPU round as a CPU without AVX would (portable
+# kernels, MKL's compatible paths, one thread): how ``make test`` checks stored results for other CPUs.
+OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
+
+
 def agree(stored: Any, fresh: Any, rounding: Rounding, path: str = "") -> str | None:
     """The first path where ``fresh`` differs from ``stored`` beyond ``rounding``; None if they agree."""
     if any(re.fullmatch(pattern, path) for pattern in rounding.cpu_dependent):

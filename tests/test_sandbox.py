@@ -276,3 +276,13 @@ def test_what_a_kernel_leaves_in_shared_places_is_gone_for_the_next(monkeypatch,
     finally:
         second.shut_down()
         warm_kernels.template(sandboxed=True).close()
+
+
+def test_the_environment_keeps_the_cpu_settings_and_drops_the_rest(tmp_path) -> None:
+    """The kernel rounds as its grader asked (ATEN_/MKL_/OMP_ pass, so a check run as another CPU is one);
+    host paths and secrets do not reach it."""
+    env = sandbox.sandbox_env({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1",
+                               "AWS_SECRET_ACCESS_KEY": "x", "VIRTUAL_ENV": "/host/venv"}, str(tmp_path))
+    assert {k: env[k] for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")} == \
+        {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
+    assert "AWS_SECRET_ACCESS_KEY" not in env and "VIRTUAL_ENV" not in env

@@ -34,7 +34,7 @@ import cloudpickle
 import torch
 from torch import nn
 
-from autograder.store import Rounding
+from autograder.store import OTHER_CPU, Rounding
 from autograder.plain import plain
 from helpers import equivalence as eq
 from helpers.equivalence import FAMILIES, dtype_name, key_family, ordered_keys
@@ -58,7 +58,7 @@ OLD_ULPS = 64  # the course's former budget, 64 epsilons of the run's dtype (0.5
 MARGIN = 2.0
 # The kernels of another CPU, simulated on this one: no SIMD beyond the compiler's default, MKL's portable
 # code path, one thread. The chapter's checker verdicts are stored under this CPU's kernels and under these.
-PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
+PORTABLE_KERNELS = OTHER_CPU  # another CPU, simulated (autograder.store)
 
 
 # --------------------------------------------------------------------------- references
