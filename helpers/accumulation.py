@@ -222,13 +222,15 @@ def _as_result(out: Any) -> tuple[Any, Any]:
 
 def found_inf_on_rank(
     found_inf_fn: Callable[..., Any], model_fn: SameInit, bad: dict[int, str], seed: int,
-    group_ranks: Sequence[int] | None = None,
+    group_ranks: Sequence[int] | None = None, huge: bool = False,
 ) -> tuple[Any, bool] | None:
     """Give every parameter a rank-dependent finite gradient, then poison some ranks.
 
     ``bad[rank]`` is ``"inf"``, ``"-inf"`` or ``"nan"``: that rank gets one such element in
-    its last gradient. The first parameter keeps ``grad=None``. Calls
-    ``found_inf_fn(model.parameters(), group)`` and returns (its result, gradients untouched).
+    its last gradient. The first parameter keeps ``grad=None``. With ``huge`` every finite
+    element lies between half of float32's largest value and that value (positive), so a
+    sum or a 2-norm of two of them overflows to ``inf`` although no element is non-finite.
+    Calls ``found_inf_fn(model.parameters(), group)`` and returns (its result, gradients untouched).
     """
     group = dist.new_group(list(group_ranks)) if group_ranks is not None else None
     if group_ranks is not None and dist.get_rank() not in group_ranks:
@@ -238,7 +240,10 @@ def found_inf_on_rank(
     params = list(model.parameters())
     g = torch.Generator().manual_seed(seed + rank)
     for p in params[1:]:
-        p.grad = torch.randn(p.shape, generator=g) * 1e3
+        if huge:
+            p.grad = (torch.rand(p.shape, generator=g) + 1) * (torch.finfo(torch.float32).max / 2)
+        else:
+            p.grad = torch.randn(p.shape, generator=g) * 1e3
     if rank in bad:
         params[-1].grad.view(-1)[-1] = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}[bad[rank]]
     before = [None if p.grad is None else p.grad.clone() for p in params]

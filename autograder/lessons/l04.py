@@ -99,10 +99,19 @@ def check_found_inf(per_rank: Sequence[Any], expected: bool, case: str) -> None:
 
 def check_windows(per_rank: Sequence[Any], expected: dict[str, Any], num_micro_batches: int, case: str, *,
                   skip_results: int = 0, check_loss: bool = True) -> None:
-    """``train_window`` trained like ``expected``; the first ``skip_results`` windows' results are not compared."""
+    """``train_window`` trained like ``expected``, every group member reporting the same window losses;
+    the first ``skip_results`` windows' results are not compared."""
     outs = [o if o is None else {**o, "results": o["results"][skip_results:]}
             for o in plain(list(per_rank), "train_window's results")]
     acc.assert_windows_match(outs, expected, num_micro_batches, case, check_loss=check_loss)
+    losses = [[loss for loss, _ in o["results"]] for o in outs if o is not None]
+    for member, theirs in enumerate(losses[1:], start=1):
+        if check_loss and not all(type(a) is float and math.isclose(a, b, rel_tol=1e-9)
+                                  for a, b in zip(theirs, losses[0])):
+            raise AssertionError(
+                f"[{case}] group member {member} reported window losses {theirs}, member 0 {losses[0]}: "
+                f"window_loss must be the same on every rank. Sum the loss over the group with an "
+                f"all-reduce; a reduce leaves the full sum on one rank only.")
 
 
 def check_skipped_together(per_rank: Sequence[Any], expected_steps: Sequence[bool], case: str) -> None:

@@ -28,7 +28,7 @@ from helpers import optim_sharding as lesson
 from helpers.cluster import run
 from helpers.data import tensors_to_json
 from helpers.models import TinyLM, TinyMLP
-from helpers.reference import Batch, SameInit, make_batches, mse, state_of, to_float64, uneven_mlp
+from helpers.reference import Batch, SameInit, frozen_first, make_batches, mse, state_of, to_float64, uneven_mlp
 
 from .costs import adam_memory_bytes, ring_allreduce_bytes, ring_broadcast_bytes, zero_memory_parts
 
@@ -113,6 +113,12 @@ class IntermittentMLP(nn.Module):
             h = h + torch.tanh(self.side(h))
         self.calls += 1
         return self.head(h)
+
+
+def idle_mlp() -> nn.Module:
+    """:class:`IntermittentMLP` whose ``side`` layer is never used and whose first weight is frozen:
+    three parameters (``body.weight``, ``side.weight``, ``side.bias``) that never have a gradient."""
+    return frozen_first(IntermittentMLP(uses=()))
 
 
 # --------------------------------------------------------------------------- hidden checks
@@ -230,14 +236,28 @@ def check_intermittent_matches_zero(optimizer_cls: type, world_size: int) -> Non
         raise AssertionError(f"{exc}.{_partial_hint(all_moments, len(batches))}") from None
 
 
-def check_state_bytes(optimizer_cls: type, world_size: int, sizes: Mapping[str, int]) -> None:
-    """A TinyMLP of ``sizes`` (in_features, hidden, out_features): state bytes against ZeRO's owners."""
-    model_fn = SameInit(TinyMLP, seed=59 + world_size, kwargs=dict(sizes))
-    numels = [p.numel() for p in model_fn().parameters()]
-    owners = _run(zero_owners_on_rank, numels, world_size=world_size)[0]
-    batches = make_batches(2, 2 * world_size, sizes["in_features"], sizes["out_features"], seed=61 + world_size)
+STATE_BYTES_CASES: dict[str, tuple[int, SameInit, BatchArgs]] = {
+    # case: (world size, model_fn, batches)
+    "3 ranks, TinyMLP 7-20-9": (3, SameInit(TinyMLP, seed=62, kwargs={"in_features": 7, "hidden": 20,
+                                                                        "out_features": 9}), (2, 6, 7, 9, 64)),
+    "4 ranks, TinyMLP 10-24-3": (4, SameInit(TinyMLP, seed=63, kwargs={"in_features": 10, "hidden": 24,
+                                                                         "out_features": 3}), (2, 8, 10, 3, 65)),
+    # rank 0 owns only side.weight, rank 1 the frozen body.weight and head.bias: no state for the idle ones
+    "3 ranks, a frozen and a never-used layer": (3, SameInit(idle_mlp, seed=67), (2, 6, 5, 3, 71)),
+}
+
+
+def check_state_bytes(optimizer_cls: type, case: str) -> None:
+    """Case ``case`` of :data:`STATE_BYTES_CASES`: each rank holds and reports 8 bytes per element of the
+    parameters it owns (ZeRO's owners) that have Adam state, i.e. that had a gradient in some step."""
+    world_size, model_fn, batch_args = STATE_BYTES_CASES[case]
+    model = model_fn()
+    owners = _run(zero_owners_on_rank, [p.numel() for p in model.parameters()], world_size=world_size)[0]
+    batches = make_batches(*batch_args)
+    stateful = adam_reference(model, batches, PLAIN)[1]
+    holders = [o if name in stateful else -1 for (name, _), o in zip(model.named_parameters(), owners)]
     out = _run(lesson.sharded_train_on_rank, optimizer_cls, model_fn, batches, PLAIN, world_size=world_size)
-    lesson.assert_state_memory(out, owners, f"{world_size} ranks")
+    lesson.assert_state_memory(out, holders, case)
 
 
 def check_in_place(optimizer_cls: type, world_size: int) -> None:
@@ -266,7 +286,8 @@ GB = 1e9
 MIN_WORLD_CASES = [(7_500_000_000, 32 * GB, 12), (7_500_000_000, 120 * GB, 12), (7_500_000_000, 200 * GB, 12),
                    (1000, 4000 + 12000 / 7, 12), (1000, 4000 + 12000 / 7 - 1e-6, 12), (1000, 4000, 0),
                    (1000, 3999, 0), (1_000_000, 4_000_001, 12), (1000, 4000, 12), (1000, 3000, 12),
-                   (64_000_000_000, 80 * GB, 12), (1000, 12_000, 8)]
+                   (64_000_000_000, 80 * GB, 12), (1000, 12_000, 8),
+                   (1000, 5000, 0), (0, 100, 12)]  # nothing to shard: N = 1 fits (K Psi / spare is 0)
 
 
 def check_zero1_bytes_per_rank(fn: Callable[[int, int, int], float]) -> None:
