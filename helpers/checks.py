@@ -166,8 +166,8 @@ def assert_gradients_averaged(
             g = got.get(name)
             if e is None and g is not None:
                 raise AssertionError(
-                    f"Rank {rank}: parameter {name!r} had grad=None (it does not require "
-                    f"grad) but has a gradient after your call. Skip parameters whose .grad is None."
+                    f"Rank {rank}: parameter {name!r} had grad=None (frozen, or unused by the forward) "
+                    f"but has a gradient after your call. Skip parameters whose .grad is None."
                 )
             if e is not None and g is None:
                 raise AssertionError(f"Rank {rank}: parameter {name!r} lost its gradient.")

@@ -31,8 +31,8 @@ from helpers.cluster import CollectiveMismatch, CollectiveTimeout, run
 from helpers.data import tensors_to_json
 from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch
 from helpers.reference import (Batch, Perturb, PerRankInit, SameInit, State, aligned_on_rank, average_on_rank,
-                               broadcast_on_rank, desync_buffers, grads_of, make_batches, mean_of, mse, rank_shard,
-                               set_rank_gradients, state_of, to_float64, uneven_mlp)
+                               broadcast_on_rank, desync_buffers, frozen_first, grads_of, make_batches, mean_of, mse,
+                               rank_shard, set_rank_gradients, state_of, to_float64, uneven_mlp)
 
 from .costs import ring_allreduce_bytes
 
@@ -46,8 +46,9 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 # --------------------------------------------------------------------------- references
 
 
-def full_batch_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> State:
-    """float64 gradient of the full-batch mean loss, for every parameter that requires grad.
+def full_batch_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    """float64 gradient of the full-batch mean loss for every parameter, ``None`` where backward
+    gives none (frozen or unused).
 
     ``model`` is not modified. This is what averaged per-rank mean-loss gradients must equal
     when every rank holds the same number of rows.
@@ -55,7 +56,7 @@ def full_batch_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> 
     ref = to_float64(model)
     ref.zero_grad(set_to_none=True)
     mse(ref(x.double()), y.double()).backward()
-    return {n: p.grad.detach().clone() for n, p in ref.named_parameters() if p.grad is not None}
+    return {n: None if p.grad is None else p.grad.detach().clone() for n, p in ref.named_parameters()}
 
 
 def sgd_reference(model: nn.Module, batches: Sequence[Batch], lr: float) -> State:
@@ -89,6 +90,36 @@ def ddp_train(model_fn: Callable[[], nn.Module], batches: Sequence[Batch], lr: f
         mse(ddp(xs), ys).backward()
         opt.step()
     return state_of(model)
+
+
+# --------------------------------------------------------------------------- hidden models
+
+
+class UnusedHead(nn.Module):
+    """A :class:`TinyMLP` and a trainable ``head`` that forward never uses: backward leaves its
+    ``.grad`` at ``None`` although it requires grad."""
+
+    def __init__(self, **kwargs: int) -> None:
+        super().__init__()
+        self.body = TinyMLP(**kwargs)
+        self.head = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+class ScratchBufferMLP(BatchNormMLP):
+    """A :class:`BatchNormMLP` with a non-persistent buffer ``scratch``, drawn at construction (so it
+    differs between :class:`PerRankInit` ranks): ``model.buffers()`` lists it, ``state_dict()`` does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scratch", torch.randn(5), persistent=False)
+
+
+def frozen_batchnorm_mlp() -> nn.Module:
+    """A :class:`BatchNormMLP` whose first weight is frozen (``requires_grad=False``)."""
+    return frozen_first(BatchNormMLP())
 
 
 # --------------------------------------------------------------------------- hidden drivers (on every rank)
@@ -173,6 +204,26 @@ def broadcast_in_subgroup_on_rank(
     return before, state_of(model)
 
 
+def broadcast_all_buffers_on_rank(broadcast_fn: Callable[..., None], model_fn: Callable[[], nn.Module],
+                                  src: int) -> tuple[State, State]:
+    """``broadcast_fn(model, src=src)``; returns every buffer (``named_buffers``, non-persistent ones too)
+    before and after the call on this rank."""
+    model = model_fn()
+    before = {n: b.detach().clone() for n, b in model.named_buffers()}
+    broadcast_fn(model, src=src)
+    return before, {n: b.detach().clone() for n, b in model.named_buffers()}
+
+
+def aligned_scratch_on_rank(aligned_fn: Callable[..., bool], model_fn: Callable[[], nn.Module],
+                            rank: int) -> object:
+    """Identical :class:`ScratchBufferMLP` replicas but for one element of the non-persistent ``scratch``
+    buffer on ``rank``; returns ``aligned_fn(model)``."""
+    model = model_fn()
+    if dist.get_rank() == rank:
+        model.scratch[2] += 1.0
+    return aligned_fn(model)
+
+
 def train_with_ddp_on_rank(
     train_fn: Callable[..., nn.Module], model_fn: Callable[[], nn.Module], batches: Sequence[Batch], lr: float
 ) -> dict[str, Any]:
@@ -220,8 +271,9 @@ def check_average_synthetic(average_fn: Callable[..., None], world_size: int, se
 
 
 def check_average_full_batch(average_fn: Callable[..., None], world_size: int, seed: int) -> None:
-    """Real shard gradients of a 6-10-2 TinyMLP against the float64 full-batch gradient."""
-    model_fn = SameInit(TinyMLP, seed=seed, kwargs={"in_features": 6, "hidden": 10, "out_features": 2})
+    """Real shard gradients of a 6-10-2 TinyMLP against the float64 full-batch gradient; the model's
+    unused trainable head (:class:`UnusedHead`) must keep ``grad=None``."""
+    model_fn = SameInit(UnusedHead, seed=seed, kwargs={"in_features": 6, "hidden": 10, "out_features": 2})
     x, y = make_regression_batch(4 * world_size, in_features=6, out_features=2, seed=seed + 10)
     out = _run(average_on_rank, average_fn, model_fn, x, y, world_size=world_size)
     checks.assert_gradients_averaged([a for _, a in out], full_batch_gradients(model_fn(), x, y), world_size,
@@ -245,8 +297,8 @@ def check_average_in_subgroup(average_fn: Callable[..., None], ranks: Sequence[i
 
 
 def check_broadcast(broadcast_fn: Callable[..., None], world_size: int, src: int, seed: int) -> None:
-    """BatchNormMLP replicas whose running stats and ``num_batches_tracked`` differ per rank."""
-    model_fn = PerRankInit(BatchNormMLP, seed=seed)
+    """BatchNormMLP replicas whose running stats, ``num_batches_tracked`` and frozen first weight differ per rank."""
+    model_fn = PerRankInit(frozen_batchnorm_mlp, seed=seed)
     checks.assert_broadcast_from(_run(broadcast_on_rank, broadcast_fn, model_fn, src, 6, world_size=world_size), src)
 
 
@@ -258,6 +310,18 @@ def check_broadcast_in_subgroup(broadcast_fn: Callable[..., None], ranks: Sequen
         expected, what = ((out[src][0], f"group {list(ranks)}, src={src}: rank {rank} after vs rank {src} before")
                           if rank in ranks else (out[rank][0], f"rank {rank} is not in the group and must be unchanged"))
         checks.assert_states_close(out[rank][1], expected, 0.0, 0.0, what=what)
+
+
+def check_broadcast_all_buffers(broadcast_fn: Callable[..., None], world_size: int, src: int) -> None:
+    """:class:`ScratchBufferMLP` replicas: every rank ends with rank ``src``'s non-persistent buffer too."""
+    out = _run(broadcast_all_buffers_on_rank, broadcast_fn, PerRankInit(ScratchBufferMLP, seed=65), src,
+               world_size=world_size)
+    for rank, (_, after) in enumerate(out):
+        checks.assert_states_close(
+            after, out[src][0], 0.0, 0.0,
+            what=f"broadcast_parameters(model, src={src}): rank {rank}'s buffers after the call vs rank {src}'s "
+                 f"(every buffer of model.buffers(), also one registered with persistent=False, which "
+                 f"state_dict() leaves out)")
 
 
 ALIGNED_CASES: list[tuple[int, str, list[Perturb], bool]] = [
@@ -277,6 +341,13 @@ def check_replicas_aligned(aligned_fn: Callable[..., bool]) -> None:
         out = _run(aligned_on_rank, aligned_fn, model_fn, perturbations, 6, world_size=world_size)
         checks.assert_all_ranks_return([r for r, _ in out], expected, f"{world_size} ranks, {case}")
         assert all(untouched for _, untouched in out), f"[{case}] replicas_aligned modified the model"
+
+
+def check_replicas_aligned_all_buffers(aligned_fn: Callable[..., bool]) -> None:
+    """3 ranks, :class:`ScratchBufferMLP` replicas differing only in the non-persistent buffer on rank 1."""
+    out = _run(aligned_scratch_on_rank, aligned_fn, SameInit(ScratchBufferMLP, seed=92), 1, world_size=3)
+    checks.assert_all_ranks_return(out, False, "3 ranks, rank 1: one element of a buffer registered with "
+                                               "persistent=False (model.buffers() lists it, state_dict() does not)")
 
 
 ALIGNED_SUBGROUP_CASES: list[tuple[list[int], str, list[Perturb], bool]] = [

@@ -19,8 +19,11 @@ from typing import Any
 
 import cloudpickle
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
+from autograder.lessons.l01 import in_subgroup, run_in_subgroup
 from autograder.store import FLOAT32_RESULTS
 from autograder.plain import plain
 from helpers import denominator as D
@@ -156,6 +159,25 @@ def padded_loss_and_gradient(loss_fn: Callable[..., Any], losses: torch.Tensor, 
     return D.backward_report(loss_fn(token_losses, mask, global_count, world_size), leaf)
 
 
+def train_in_subgroup_on_rank(train_fn: Callable[..., Any], model_seed: int, windows: Sequence[Window], lr: float,
+                              momentum: float, ranks: Sequence[int]) -> dict[str, Any] | None:
+    """:func:`helpers.denominator.train_on_rank` on the members of ``new_group(ranks)`` only.
+
+    Each member wraps its TinyLM in ``DistributedDataParallel`` on the group and calls
+    ``train_fn(ddp_model, optimizer, window[group rank], group=group)`` per window; outsiders
+    return ``None`` (:func:`autograder.lessons.l01.in_subgroup`).
+    """
+    def member(group: dist.ProcessGroup) -> dict[str, Any]:
+        model = D.tiny_lm(model_seed)
+        ddp = DistributedDataParallel(model, process_group=group)
+        opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=momentum)
+        me = dist.get_rank(group)
+        returned = [train_fn(ddp, opt, window[me], group=group) for window in windows]
+        return {"state": state_of(model), "returned": returned}
+
+    return in_subgroup(ranks, member)
+
+
 # --------------------------------------------------------------------------- hidden checks
 
 
@@ -190,6 +212,16 @@ def check_training(per_rank: Sequence[Any], model_seed: int, windows: Sequence[W
                                  f"(the global valid-token count of each window).")
     expected = sgd_reference(D.tiny_lm(model_seed), windows, lr=lr, momentum=momentum)
     D.assert_training_matches([out["state"] for out in outs], expected, case)
+
+
+def check_training_in_subgroup(train_fn: Callable[..., Any], model_seed: int, windows: Sequence[Window], lr: float,
+                               momentum: float, ranks: Sequence[int]) -> None:
+    """4 ranks, only ``new_group(ranks)`` trains (:func:`train_in_subgroup_on_rank`): :func:`check_training`
+    on its members, each window holding one list of micro-batches per member."""
+    out = run_in_subgroup(train_in_subgroup_on_rank, train_fn, model_seed, windows, lr, momentum, list(ranks),
+                          ranks=ranks, what="train_window(ddp_model, optimizer, micro_batches, group)")
+    check_training([out[r] for r in ranks], model_seed, windows, lr, momentum,
+                   f"group {list(ranks)} of 4 ranks, DDP on the group, SGD momentum {momentum}")
 
 
 def check_factors(fn: Callable[[list[int]], Any], cases: Sequence[Sequence[int]]) -> None:
