@@ -30,10 +30,12 @@ of the whole job (a per-node MTBF divided by the number of nodes).
 from __future__ import annotations
 
 import glob
+import io
 import math
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -309,8 +311,10 @@ def _load_fresh_on_rank(load_fn: Callable[..., Any], directory: str) -> dict[str
     return {"meta": load_fn(directory, model, optimizer, None), "params": state_of(model)}
 
 
-def _save_twice_on_rank(save_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
-    """Save at steps 2 and 4 of local training; return the parameters at each save."""
+def _save_twice_on_rank(save_fn: Callable[..., Any], directory: str, victim: int | None = None,
+                        at_marker: bool = False) -> dict[str, Any]:
+    """Save at steps 2 and 4 of local training; return the parameters at each save. With ``victim``,
+    that rank dies halfway through a write of step 4's save (:func:`_torn_save`)."""
     model = lesson.MODEL()
     optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
     stream = lesson.GlobalStream()
@@ -318,9 +322,18 @@ def _save_twice_on_rank(save_fn: Callable[..., Any], directory: str) -> dict[str
     for step in (1, 2, 3, 4):
         lesson._local_step(model, optimizer, stream, None)
         if step % 2 == 0:
-            save_fn(directory, step, model, optimizer, stream.state_dict(), None)
+            undo = _torn_save(at_marker) if step == 4 and dist.get_rank() == victim else (lambda: None)
+            try:
+                save_fn(directory, step, model, optimizer, stream.state_dict(), None)
+            finally:
+                undo()
             saved[step] = state_of(model)
     return saved
+
+
+def _resumed_steps(out: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The step each rank's ``load_fn`` resumed from (its return value where that is not a dict)."""
+    return [r["meta"]["step"] if isinstance(r["meta"], dict) else r["meta"] for r in out]
 
 
 def check_latest_committed(save_fn: Callable[..., Any], load_fn: Callable[..., Any]) -> None:
@@ -334,7 +347,7 @@ def check_latest_committed(save_fn: Callable[..., Any], load_fn: Callable[..., A
             f"step 4's directory holds {layout}; expected rank_0.pt, rank_1.pt, rank_2.pt and {MARKER}"
         call(_tear, partial)
         out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
-    steps = [r["meta"]["step"] if isinstance(r["meta"], dict) else r["meta"] for r in out]
+    steps = _resumed_steps(out)
     assert steps == [2, 2, 2], f"the ranks resumed from steps {steps}; every rank must resume from step 2, " \
                                "the latest step with a commit marker (step 4 has rank files but no marker)"
     for rank, r in enumerate(out):
@@ -483,7 +496,8 @@ def _commit_probe_on_rank(save_fn: Callable[..., Any], directory: str, signal_di
             if not probe["fired"]:
                 probe["fired"] = True
                 signals.set("waiting")
-                signals.wait(lambda: any(signals.has(f"0.in.{k}") for k in range(1, 9)) or signals.has("0.returned"))
+                # flags are never removed: "0.in.1" says rank 0 is in, or was in, a collective
+                signals.wait(lambda: signals.has("0.in.1") or signals.has("0.returned"))
                 probe["marker_early"] = marker()
                 signals.clear("waiting")
             return original(*args, **kwargs)
@@ -538,9 +552,6 @@ def _torn_save(after_collective: bool) -> Callable[[], None]:
     """Make this rank's next ``torch.save`` (with ``after_collective``: its first one after it entered a
     collective) write half the bytes to its destination and then kill the process (SIGKILL); returns
     the function that undoes it."""
-    import io
-    import signal
-
     entered = [not after_collective]
     undo_collectives = _on_collectives(lambda: entered.__setitem__(0, True))
     original = torch.save
@@ -567,21 +578,6 @@ def _torn_save(after_collective: bool) -> Callable[[], None]:
     return undo
 
 
-def _killed_in_save_on_rank(save_fn: Callable[..., Any], directory: str, victim: int, at_marker: bool) -> None:
-    """Save steps 2 and 4 of local training; in step 4's save rank ``victim`` dies halfway through a write."""
-    model = lesson.MODEL()
-    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
-    stream = lesson.GlobalStream()
-    for step in (1, 2, 3, 4):
-        lesson._local_step(model, optimizer, stream, None)
-        if step % 2 == 0:
-            undo = _torn_save(at_marker) if step == 4 and dist.get_rank() == victim else (lambda: None)
-            try:
-                save_fn(directory, step, model, optimizer, stream.state_dict(), None)
-            finally:
-                undo()
-
-
 def _torn_final_files(path: str) -> list[str]:
     """In the kernel: the files of a step directory under a final name (``rank_<r>.pt``, the marker) that do not load."""
     torn = []
@@ -601,7 +597,7 @@ def check_atomic_writes(save_fn: Callable[..., Any], load_fn: Callable[..., Any]
                                     (0, True, f"rank 0 was killed halfway through writing the {MARKER} marker")):
         with _Scratch() as directory:
             try:
-                _run(_killed_in_save_on_rank, save_fn, directory, victim, at_marker, world_size=3)
+                _run(_save_twice_on_rank, save_fn, directory, victim, at_marker, world_size=3)
                 died = False
             except ClusterError:
                 died = True
@@ -611,7 +607,7 @@ def check_atomic_writes(save_fn: Callable[..., Any], load_fn: Callable[..., Any]
             assert not torn, f"step 4: {what}, which left a torn {torn} under its final name: write to a " \
                              "temporary name in the same directory, then os.replace it to the final name"
             out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
-        steps = [r["meta"]["step"] if isinstance(r["meta"], dict) else r["meta"] for r in out]
+        steps = _resumed_steps(out)
         assert steps == [2, 2, 2] or not died, \
             f"{what} (step 4 never committed): the ranks resumed from steps {steps}, expected step 2 on every rank"
 
