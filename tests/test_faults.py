@@ -42,9 +42,11 @@ def test_freeze_leaves_the_peers_waiting_until_the_group_timeout() -> None:
     assert isinstance(report.error, RankError) and report.results is None
     frozen, survivor = report.views[1], report.views[0]
     assert frozen.outcome == "freeze" and "batch' #2" in frozen.what
-    # no connection error: the frozen process's sockets stay open, only the group's timeout ends the wait
-    assert survivor.outcome == "raised" and "Timed out" in survivor.what, survivor
-    assert GROUP_TIMEOUT_S <= survivor.seconds - frozen.seconds < GROUP_TIMEOUT_S + 8, report
+    # no connection error: the frozen process's sockets stay open, only the group's timeout ends the
+    # wait (the message names it; how long the wait took is the benchmark's business, not a test's)
+    assert survivor.outcome == "raised", survivor
+    assert f"Timed out waiting {GROUP_TIMEOUT_S * 1000:.0f}ms" in survivor.what, survivor
+    assert "Connection reset" not in survivor.what and survivor.seconds > frozen.seconds, report
 
 
 def test_a_frozen_rank_does_not_outlive_the_call() -> None:
