@@ -150,15 +150,16 @@ def snapshot(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Ten
     """PyTorch's own view of a step, deep-copied in the run's dtype (the default capture).
 
     ``{"loss", "clip_coef", "mask", "params": {name: parameter}, "grads": {name: gradient},
-    "adam": optimizer.state_dict()["state"]}``; ``adam`` is indexed like
-    ``model.parameters()`` (0, 1, ...), each entry ``{"step", "exp_avg", "exp_avg_sq"}``.
+    "adam": {index: optimizer.state[p]}}``; ``adam`` is indexed like ``model.parameters()``
+    (0, 1, ...) whatever the optimizer's parameter groups, each entry ``{"step", "exp_avg",
+    "exp_avg_sq"}`` (for one group over ``model.parameters()``, ``optimizer.state_dict()["state"]``).
     Nested dicts of tensors, so ``torch.testing.assert_close`` compares two snapshots whole.
     """
     return copy.deepcopy({
         "loss": loss.detach(), "clip_coef": torch.as_tensor(clip_coef).detach(), "mask": mask,
         "params": {n: p.detach() for n, p in model.named_parameters()},
         "grads": {n: p.grad for n, p in model.named_parameters()},
-        "adam": optimizer.state_dict()["state"],
+        "adam": {i: optimizer.state[p] for i, p in enumerate(model.parameters()) if p in optimizer.state},
     })
 
 

@@ -164,31 +164,52 @@ def run_zoo(problem: eq.Problem | None = None, names: Sequence[str] | None = Non
 
 
 def capture_run(capture_fn: Callable[..., Any], problem: eq.Problem | None = None,
-                dtype: torch.dtype = torch.float32) -> tuple[list[Any], list[State]]:
+                dtype: torch.dtype = torch.float32, groups: bool = False) -> tuple[list[Any], list[State]]:
     """Train single-process Adam with clipping in ``dtype``, capturing every step with ``capture_fn``.
 
     Returns ``(what capture_fn returned, the reference's states)``: the training runs where
     ``capture_fn`` lives (:func:`_capture_steps`, in the notebook's kernel when graded), which
     reports PyTorch's own view of each step (:func:`helpers.equivalence.snapshot`, read before
     ``capture_fn`` is called, so a ``capture_fn`` that edits the model cannot move it); the
-    reference's update states are made of those snapshots here.
+    reference's update states are made of those snapshots here. ``groups``: an Adam with two
+    parameter groups, listed (and their state restored) in another order than ``model.named_parameters()``.
     """
-    mine, snapshots = call(_capture_steps, capture_fn, problem or eq.make_problem(), dtype)
+    mine, snapshots = call(_capture_steps, capture_fn, problem or eq.make_problem(), dtype, groups)
     return mine, [update_state(s) for s in snapshots]
 
 
-def _capture_steps(capture_fn: Callable[..., Any], problem: eq.Problem, dtype: torch.dtype
+def _grouped_adam(model: nn.Module, problem: eq.Problem) -> torch.optim.Adam:
+    """Adam over ``model`` in two parameter groups, the vectors (in reverse) and then the matrices at twice the
+    learning rate, resumed from the problem's checkpoint in the groups' order: neither its ``param_groups``, nor
+    its ``state_dict()`` indices, nor the insertion order of ``optimizer.state`` follow ``model.named_parameters()``."""
+    named = list(model.named_parameters())
+    vectors = [p for _, p in reversed(named) if p.dim() == 1]
+    matrices = [p for _, p in named if p.dim() != 1]
+    optimizer = torch.optim.Adam([{"params": vectors}, {"params": matrices, "lr": 2 * eq.LR}],
+                                 lr=eq.LR, betas=eq.BETAS, eps=eq.EPS)
+    names = {id(p): n for n, p in named}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            n = names[id(p)]
+            optimizer.state[p] = {"step": torch.tensor(float(eq.RESUME_STEP)),
+                                  "exp_avg": problem.exp_avg[n].to(p.dtype).clone(),
+                                  "exp_avg_sq": problem.exp_avg_sq[n].to(p.dtype).clone()}
+    return optimizer
+
+
+def _capture_steps(capture_fn: Callable[..., Any], problem: eq.Problem, dtype: torch.dtype, groups: bool = False
                    ) -> tuple[list[Any], list[dict[str, Any]]]:
     """Kernel side of :func:`capture_run`: ``(capture_fn's values, snapshots)``, one per step.
 
     Gradients are zeroed in place, so a capture that keeps live tensors sees them change in
     later steps (in float64 too, where ``.double()`` returns the tensor itself); each step's
-    mask is a fresh tensor, inverted in place once captured, so a capture that keeps the
-    caller's mask sees it change. ``capture_fn``'s values are returned as they are at the end.
-    Compares nothing and uses no reference.
+    mask is a fresh tensor, inverted in place once captured, and the loss and the clip
+    coefficient given are changed in place too, so a capture that keeps the caller's tensors
+    sees them change. ``groups``: the optimizer is :func:`_grouped_adam`. ``capture_fn``'s values
+    are returned as they are at the end. Compares nothing and uses no reference.
     """
     model = eq.build_model(problem, dtype)
-    optimizer = eq.build_adam(model, problem)
+    optimizer = _grouped_adam(model, problem) if groups else eq.build_adam(model, problem)
     mine, snapshots = [], []
     for x, y, mask in problem.batches:
         x, y, mask = x.to(dtype), y.to(dtype), mask.clone()
@@ -200,6 +221,8 @@ def _capture_steps(capture_fn: Callable[..., Any], problem: eq.Problem, dtype: t
         snapshots.append(eq.snapshot(model, optimizer, loss, coef, mask))
         mine.append(capture_fn(model, optimizer, loss, coef, mask))
         mask.logical_not_()
+        loss.detach().add_(1.0)
+        coef.add_(1.0)
     return mine, snapshots
 
 
@@ -239,7 +262,21 @@ def synthetic_cases(problem: eq.Problem | None = None) -> list[Case]:
     def to_bf16(k: str, v: torch.Tensor) -> torch.Tensor:
         return v.bfloat16().double()
 
+    def half_tolerance_outlier(key: str, v: torch.Tensor) -> torch.Tensor:
+        """The largest element moves by half the key's float32 tolerance times the tensor's 2-norm: the tensor
+        passes (relative 2-norm error 0.5 tol), its largest element alone is off by more than tol of itself."""
+        flat = v.flatten().clone()
+        flat[flat.abs().argmax()] += 0.5 * fp32[key] * v.norm()
+        return flat.view_as(v)
+
+    def reordered(state: State) -> State:
+        return dict(reversed(list(state.items())))
+
     big_steps = {k: v + 1e6 if key_family(k) == "step" else v for k, v in ref.items()}
+    huge_steps = {k: torch.full_like(v, 2.0 ** 24) if key_family(k) == "step" else v for k, v in ref.items()}
+    unused = [k for k in ref if key_family(k) == "grad"][-1]   # a parameter that got no gradient: a zero tensor
+    zero_grad = {**ref, unused: torch.zeros_like(ref[unused])}
+    flagged = {**ref, "skipped": torch.tensor(False)}         # a second bool tensor (not in the tolerances)
     return [
         ("identical", ref, edit(), fp32),
         ("float32 rounding of everything", ref, {k: v.float() if v.is_floating_point() else v for k, v in ref.items()},
@@ -265,6 +302,21 @@ def synthetic_cases(problem: eq.Problem | None = None) -> list[Case]:
               loss=lambda k, v: torch.full_like(v, math.nan)), bf16),
         ("resumed at step 10**6, the counter one too high", big_steps, edit(step=lambda k, v: v + 1e6 + 1), bf16),
         ("resumed at step 10**6, the same counter", big_steps, edit(step=lambda k, v: v + 1e6), bf16),
+        ("at step 2**24 (float32 cannot hold 2**24 + 1), the counter one too high", huge_steps,
+         {k: v + 1 if key_family(k) == "step" else v for k, v in huge_steps.items()}, bf16),
+        ("the largest element of every tensor off by half its float32 tolerance (in the 2-norm)", ref,
+         edit(grad=half_tolerance_outlier, param=half_tolerance_outlier, exp_avg=half_tolerance_outlier,
+              exp_avg_sq=half_tolerance_outlier), fp32),
+        ("a zero gradient, the candidate's zero", zero_grad, dict(zero_grad), fp32),
+        ("a zero gradient, the candidate 1e-13 off (within the absolute slack 1e-12)", zero_grad,
+         {**zero_grad, unused: torch.full_like(ref[unused], 1e-13)}, fp32),
+        ("a zero gradient, the candidate 1e-6 off", zero_grad, {**zero_grad, unused: torch.full_like(ref[unused], 1e-6)},
+         fp32),
+        ("the candidate has a key the reference does not", ref,
+         {**ref, "param/extra.weight": torch.randn(3, 2, generator=g, dtype=torch.float64)}, fp32),
+        ("the candidate lists its keys in another order, the loss 1% off", ref,
+         reordered(edit(loss=lambda k, v: v * 1.01)), fp32),
+        ("a second bool tensor, flipped", flagged, {**flagged, "skipped": torch.tensor(True)}, fp32),
     ]
 
 
@@ -277,9 +329,15 @@ def calibration_cases(problem: eq.Problem | None = None) -> list[tuple[str, list
     for key, value in worst_in_middle[1].items():
         if value.is_floating_point() and not key.startswith("step/"):
             value.mul_(1 + 1e-3 * torch.randn(value.shape, generator=g, dtype=value.dtype))
+    float32, bfloat16 = calibration(problem, torch.float32), calibration(problem, torch.bfloat16)
     return [
-        ("float32 calibration run", reference, calibration(problem, torch.float32)),
-        ("bfloat16 calibration run", reference, calibration(problem, torch.bfloat16)),
+        ("float32 calibration run", reference, float32),
+        ("bfloat16 calibration run", reference, bfloat16),
+        ("bfloat16 calibration run, its states listing the keys in another order", reference,
+         [dict(reversed(list(s.items()))) for s in bfloat16]),
+        ("float32 calibration run, the states holding a second bool tensor", [{**s, "skipped": torch.tensor(False)}
+                                                                              for s in reference],
+         [{**s, "skipped": torch.tensor(False)} for s in float32]),
         ("a calibration equal to the reference (every error 0)", reference, _copies(reference)),
         ("the worst error at the middle step", reference, worst_in_middle),
         ("float32 rounding of the reference", reference,
@@ -296,9 +354,13 @@ def _copies(states: Sequence[State]) -> list[State]:
 
 
 def assert_capture(capture_fn: Callable[..., Any], problem: eq.Problem | None = None,
-                   dtype: torch.dtype = torch.float32) -> None:
-    """``capture_fn`` returns every key, as float64 copies (bool mask) that later steps do not change."""
-    mine, ref = capture_run(capture_fn, problem, dtype)
+                   dtype: torch.dtype = torch.float32, groups: bool = False) -> None:
+    """``capture_fn`` returns every key, as float64 copies (bool mask) that later steps do not change.
+
+    ``groups``: the optimizer has two parameter groups in another order than the model's parameters."""
+    mine, ref = capture_run(capture_fn, problem, dtype, groups)
+    grouped = (" The optimizer has several parameter groups, in another order than model.named_parameters(): "
+               "read each parameter's state as optimizer.state[p]." if groups else "")
     for step, (raw, exp) in enumerate(zip(mine, ref)):
         got = plain(raw, f"capture_update_state's result at step {step}")  # read only now: aliasing shows
         if type(got) is not dict:
@@ -312,12 +374,12 @@ def assert_capture(capture_fn: Callable[..., Any], problem: eq.Problem | None = 
             value_got = got[key]
             if type(value_got) is not torch.Tensor or value_got.dtype != value.dtype or value_got.shape != value.shape:
                 raise AssertionError(f"step {step}, {key!r}: expected a {value.dtype} tensor of shape "
-                                     f"{tuple(value.shape)}, got {_describe(value_got)}.")
+                                     f"{tuple(value.shape)}, got {_describe(value_got)}.{grouped}")
             if not torch.equal(value_got, value):
                 itself = ", where .double() returns the tensor itself" if dtype == torch.float64 else ""
-                later = (f" It changed after it was captured (a {dtype} model{itself}; the caller's mask is changed "
-                         f"afterwards): store copies (.detach().double().clone(), the mask .clone()), not the live "
-                         f"tensors.")
+                later = (f" Did it change after it was captured (a {dtype} model{itself}; the caller's mask, loss "
+                         f"and clip_coef are changed afterwards)? Store copies (.detach().double().clone(), the mask "
+                         f".clone()), not the live tensors.{grouped}")
                 raise AssertionError(f"step {step}, {key!r}: the captured value differs from the model's state "
                                      f"right after that step.{later}")
 
@@ -360,7 +422,7 @@ def assert_compare(fn: Callable[[State, State, dict[str, float]], Any], cases: S
             families = sorted({key_family(k) for k in exp})
             raise AssertionError(
                 f"case '{description}': compare_update_states returned {_short(got)}, expected "
-                f"{_short(exp)} (key families {families}).{_compare_hint(got, exp, cand)}")
+                f"{_short(exp)} (key families {families}).{_compare_hint(got, exp, ref, cand)}")
 
 
 def _short(keys: Any) -> str:
@@ -369,9 +431,15 @@ def _short(keys: Any) -> str:
     return repr(keys) if len(keys) <= 5 else repr(keys[:5])[:-1] + f", ... ({len(keys)} keys)]"
 
 
-def _compare_hint(got: Any, exp: list[str], candidate: State) -> str:
+def _compare_hint(got: Any, exp: list[str], reference: State, candidate: State) -> str:
     if type(got) is not list:
         return " Return a sorted list of keys."
+    if any(type(k) is str and k not in reference for k in got):
+        return " Report the reference's keys only: a key the candidate has and the reference does not is not reported."
+    if any(type(k) is str and k not in exp and k in candidate and not bool(reference[k].double().norm())
+           for k in got):
+        return (" A zero reference tensor passes when ||c - r|| <= tolerances[key] * ||r|| + 1e-12: the absolute "
+                "1e-12 is the whole bound there (and 0 / 0 is NaN: do not divide by ||r||).")
     missed_keys = set(exp) - set(got)
     missed = {key_family(k) for k in missed_keys}
     if any(k in candidate and not bool(candidate[k].double().isfinite().all()) for k in missed_keys):
@@ -405,6 +473,7 @@ def assert_first_divergence(fn: Callable[..., Any]) -> None:
     same, step_bug, grad_bug = cases[0][2], cases[4][2], cases[2][2]
     for description, refs, cands, tolerances in [
         ("no divergence", [ref] * 3, [same] * 3, fp32),
+        ("divergence at step 0 only", [ref] * 3, [grad_bug, same, same], fp32),
         ("divergence from step 1", [ref] * 3, [same, grad_bug, step_bug], fp32),
         ("divergence at the last step", [ref] * 3, [same, same, step_bug], fp32),
         ("float32-visible gradient error under bfloat16 tolerances: no divergence", [ref] * 2, [grad_bug, same], bf16),
