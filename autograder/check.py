@@ -4,6 +4,10 @@ For each assignment: the source scores full marks; the committed release scores 
 grading completes; its feedback shows no hidden-test line; notebooks whose solution cells
 delegate to the student-side helpers score 0; every mutant loses points; grading the source
 twice gives identical per-cell scores; and everything fits in a wall-time budget.
+
+A mutant's grading is a short one: it runs the test cells from the replaced solution cell on,
+and stops at the first graded cell that loses points (``GuardedExecute.mutant_of``), so its
+row names that cell and its score is that of the cells run, not the notebook's.
 """
 from __future__ import annotations
 
@@ -83,10 +87,10 @@ def zero(result: GradeResult) -> tuple[bool, str]:
 
 
 def caught(catches: str, result: GradeResult) -> tuple[bool, str]:
-    """Verdict for a mutant: some points lost."""
+    """Verdict for a mutant: some points lost (its short grading stops at the first cell that loses them)."""
     if result.full_marks:
         return False, f"NOT caught: {catches}"
-    return True, f"catches: {catches} | lost: {lost_text(result)}"
+    return True, f"catches: {catches} | lost first: {lost_text(result)}"
 
 
 def same_scores(first: GradeResult | None, result: GradeResult) -> tuple[bool, str]:
@@ -104,7 +108,8 @@ class Task:
 
     ``verdict`` is None for the repeat grading of the source, which is judged against the
     first one; ``hidden_from`` is set when the grading's feedback must hide that source's
-    hidden tests.
+    hidden tests; ``mutant_of`` is the solution cell a mutant replaced (its grading stops at
+    the first cell that loses points, see :attr:`autograder.guard.GuardedExecute.mutant_of`).
     """
 
     assignment: str
@@ -113,6 +118,7 @@ class Task:
     notebook: NotebookNode
     verdict: Callable[[GradeResult], tuple[bool, str]] | None
     hidden_from: NotebookNode | None = None
+    mutant_of: str = ""
 
 
 def mutant_tasks(assignment: str, source: NotebookNode, root: Path) -> Iterator[Task | Row]:
@@ -128,7 +134,8 @@ def mutant_tasks(assignment: str, source: NotebookNode, root: Path) -> Iterator[
         except CourseError as exc:
             yield Row(assignment, what, False, detail=str(exc))
             continue
-        yield Task(assignment, what, f"mutant_{path.stem}", spliced, partial(caught, mutant.catches))
+        yield Task(assignment, what, f"mutant_{path.stem}", spliced, partial(caught, mutant.catches),
+                   mutant_of=mutant.grade_id)
 
 
 def delegation_tasks(assignment: str, source: NotebookNode, release: NotebookNode) -> Iterator[Task | Row]:
@@ -209,7 +216,8 @@ def run_task(task: Task, root: Path) -> tuple[list[Row], GradeResult | None]:
         course = _course(task.assignment, root)
     except Exception as exc:  # e.g. generate_assignment failed: report, go on with the next
         return [Row(task.assignment, task.what, False, detail=f"setup failed: {first_line(exc)}")], None
-    row, result = attempt(task.assignment, task.what, partial(course.grade, task.notebook, task.student),
+    row, result = attempt(task.assignment, task.what,
+                          partial(course.grade, task.notebook, task.student, task.mutant_of),
                           task.verdict or _not_judged)
     rows = [row]
     if task.hidden_from is not None and result is not None:

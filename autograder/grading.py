@@ -248,8 +248,13 @@ class ScratchCourse:
         """The scratch course's gradebook (close it after use)."""
         return Gradebook(self.api.coursedir.db_url, self.api.coursedir.course_id)
 
-    def grade(self, submitted: NotebookNode, student: str) -> GradeResult:
-        """Autograde ``submitted`` as ``student`` and return its scores."""
+    def grade(self, submitted: NotebookNode, student: str, mutant_of: str = "") -> GradeResult:
+        """Autograde ``submitted`` as ``student`` and return its scores.
+
+        ``mutant_of`` (the course check's mutants only): the grade_id of the solution cell a mutant
+        replaced; the grading is the short one of :attr:`autograder.guard.GuardedExecute.mutant_of`,
+        which shows whether, and where, points are first lost, not the notebook's score.
+        """
         start = time.monotonic()
         check_structure(submitted, self.release)
         # nbgrader repairs the submission itself (autograder.repair); the notes say what it will do
@@ -261,6 +266,7 @@ class ScratchCourse:
         nbformat.write(submitted, str(target))
         with self.gradebook() as gb:
             gb.update_or_create_student(student)
+        self.api.config.GuardedExecute.mutant_of = mutant_of
         with warnings.catch_warnings():  # nbgrader's own harmless SQLAlchemy session warnings
             warnings.simplefilter("ignore", SAWarning)
             result = self.api.autograde(name, student, force=True, create=True)

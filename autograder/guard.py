@@ -35,7 +35,10 @@ It also contains faults to the cell they happen in:
    default ones cost 20-40 ms each.
 8. **Leftover processes.** Every process started below the grader during grading, even
    one started in a new session, is ended when grading ends (:mod:`autograder.processes`).
-9. **Kernels that do not start.** A kernel that dies or does not answer before any notebook
+9. **Mutants graded for the course check only** (:attr:`GuardedExecute.mutant_of`): test cells
+   before the replaced solution cell are not run, and nothing runs after the first graded cell
+   that loses points. Every real grading leaves the trait empty and runs every cell.
+10. **Kernels that do not start.** A kernel that dies or does not answer before any notebook
    code ran is shut down and another one started, up to ``START_ATTEMPTS`` kernels, so a
    fault of the machine's (an overloaded moment, a port taken between jupyter choosing it and
    the kernel binding it) does not fail a whole grading.
@@ -50,6 +53,7 @@ from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute
+from traitlets import Unicode
 
 from helpers.cluster import share_forkserver
 
@@ -104,6 +108,14 @@ def is_student_cell(cell: NotebookNode) -> bool:
 class GuardedExecute(Execute):
     """nbgrader's ``Execute`` with test cells decided in this process and refusal of tampering cells."""
 
+    mutant_of = Unicode("", help=(
+        "The course check's short grading of a mutant (autograder/check.py): the grade_id of the solution "
+        "cell the mutant replaced. Graded test cells before that cell are not run (a cell cannot observe code "
+        "that runs after it), and once a graded cell has lost points no later cell runs. A cell not run keeps "
+        "no output, which nbgrader scores as passed, so such a grading tells whether, and in which cell, the "
+        "notebook first loses points; its total is not the notebook's score. Empty (every real grading): "
+        "every cell runs.")).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", WarmKernelManager)  # kernels forked from a warm template
         super().__init__(*args, **kwargs)
@@ -124,6 +136,8 @@ class GuardedExecute(Execute):
         self._tests: TestCells | None = None
         self._assignment = (resources or {}).get("nbgrader", {}).get("assignment")
         self._replay: list[str] = []  # earlier student and import cells, for a fresh kernel
+        self._reached_mutant = not self.mutant_of  # whether the mutated cell has come (mutant_of)
+        self._lost = False  # whether a graded cell has lost points (mutant_of)
         CELL_SECONDS.clear()
         # Started before the snapshot below, so they outlive this grading and serve the next ones.
         become_subreaper()
@@ -154,8 +168,19 @@ class GuardedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):  # noqa: D102
         if cell.cell_type != "code" or not cell.source.strip():
             return super().preprocess_cell(cell, resources, index)
+        if self.mutant_of:
+            self._reached_mutant = self._reached_mutant or _meta(cell).get("grade_id") == self.mutant_of
+            if self._lost or (not self._reached_mutant and self._is_trusted_test(cell)):
+                return cell, self.resources
+        cell = self._run_cell(cell, index)
+        if _meta(cell).get("grade") and any(o.output_type == "error" for o in cell.get("outputs", [])):
+            self._lost = True
+        return cell, self.resources
+
+    def _run_cell(self, cell: NotebookNode, index: int) -> NotebookNode:
+        """Decide a trusted test cell here, refuse a tampering student cell, or run the cell in the kernel."""
         if self._is_trusted_test(cell):
-            return self._decide(cell, index), self.resources
+            return self._decide(cell, index)
         if is_student_cell(cell):
             reason = refusal(cell.source, self._modules)
             if reason:
@@ -163,12 +188,12 @@ class GuardedExecute(Execute):
                     "GradingRefused", f"{_label(cell, index)} was not run: {reason}. The grader refuses "
                     "code that could change how it checks your work; what this cell defines is missing.")]
                 self.log.warning("refused %s: %s", _label(cell, index), reason)
-                return cell, self.resources
+                return cell
         cell = self._execute(cell, index)
         stderr_as_stdout(cell.outputs)
         if not any(o.output_type == "error" and o.ename == KERNEL_FAULT for o in cell.outputs):
             self._replay.append(cell.source)
-        return cell, self.resources
+        return cell
 
     def _is_trusted_test(self, cell: NotebookNode) -> bool:
         """A graded test cell whose code is the course's own (from the gradebook when there is one)."""

@@ -18,10 +18,10 @@ from nbformat.v4 import new_markdown_cell
 from autograder.__main__ import main
 from autograder.check import Task, mutant_tasks, run_check
 from autograder.course import CourseError, release_notebook, source_notebook
-from autograder.grading import GradeResult, GradingError, grade_notebook
-from autograder.mutation import MutantError, parse_mutant, splice
+from autograder.grading import GradeResult, GradingError, grade_notebook, scratch_course
+from autograder.mutation import Mutant, MutantError, parse_mutant, splice
 from autograder.release import release
-from tiny_course import assignment_notebook, nbgrader_cell
+from tiny_course import assignment_notebook, nbgrader_cell, write_assignment
 
 NAME = "00_tiny"
 SOLUTION = "def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION"
@@ -222,3 +222,33 @@ def test_splice_needs_an_existing_solution_cell(tmp_path, grade_id, problem):
     path.write_text(f"# assignment: {NAME}\n# grade_id: {grade_id}\n# catches: x\npass\n")
     with pytest.raises(MutantError, match=problem):
         splice(tiny_notebook(), parse_mutant(path))
+
+
+TWO_EXERCISES = "00_two"
+
+
+def _printed(nb, grade_id: str) -> str:
+    return "".join(o.get("text", "") for o in cell_with_id(nb, grade_id).get("outputs", []))
+
+
+def test_a_mutants_short_grading_runs_from_its_cell_to_the_first_loss(tmp_path):
+    """GuardedExecute.mutant_of: earlier tests and everything after the first lost cell are not run."""
+    root = write_assignment(tmp_path, TWO_EXERCISES, assignment_notebook([
+        nbgrader_cell(SOLUTION, "add", solution=True),
+        nbgrader_cell("print('ran add')\nassert add(1, 2) == 3", "test_add", points=1),
+        nbgrader_cell("def mul(a, b):\n    ### BEGIN SOLUTION\n    return a * b\n    ### END SOLUTION",
+                      "mul", solution=True),
+        nbgrader_cell("print('ran mul')\nassert mul(2, 3) == 6", "test_mul", points=1),
+        nbgrader_cell("print('ran mul again')\nassert mul(3, 3) == 9", "test_mul_again", points=1),
+    ]))
+    source = nbformat.read(str(source_notebook(TWO_EXERCISES, root)), as_version=4)
+    mutant = splice(source, Mutant(tmp_path / "sum.py", TWO_EXERCISES, "mul", "adds", "def mul(a, b):\n    return a + b"))
+    with scratch_course(TWO_EXERCISES, root) as scratch:
+        short = scratch.grade(mutant, "short", mutant_of="mul")
+        graded = nbformat.read(str(scratch.workdir / "autograded" / "short" / TWO_EXERCISES
+                                   / f"{TWO_EXERCISES}.ipynb"), as_version=4)
+        whole = scratch.grade(mutant, "whole")
+    assert [(c.grade_id, c.score) for c in short.cells] == [("test_add", 1), ("test_mul", 0), ("test_mul_again", 1)]
+    assert _printed(graded, "test_add") == "" and _printed(graded, "test_mul_again") == ""  # not run
+    assert _printed(graded, "test_mul") == "ran mul\n"
+    assert [(c.grade_id, c.score) for c in whole.cells] == [("test_add", 1), ("test_mul", 0), ("test_mul_again", 0)]
