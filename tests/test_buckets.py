@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import random
 import sys
+from typing import Any
 
 import cloudpickle
 import pytest
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from autograder.lessons import l03
 from helpers import buckets as B
+from helpers.buckets import Buckets
 from helpers.cluster import run
 from helpers.ledger import CollectiveRecord, Ledger
 from helpers.models import OutOfOrderMLP, TinyMLP, make_regression_batch
@@ -203,9 +206,53 @@ def test_own_wait_network_completes_a_collective_only_on_its_own_wait() -> None:
         assert r["blocking"] == 1
 
 
+class ReferenceGradBuckets:
+    """A correct ``GradBuckets`` (the exercise's contract), for testing the checks; never shipped to a kernel.
+
+    ``grad_ready(i)`` marks parameter ``i`` ready and launches, in bucket order, every
+    complete bucket whose predecessors are launched: its gradients are copied into a new
+    flat buffer and ``dist.all_reduce(buffer, async_op=True)`` is called. ``wait()`` waits
+    on each handle in launch order, copies ``buffer / N`` back into the ``.grad`` tensors and
+    resets for the next iteration.
+    """
+
+    def __init__(self, model: nn.Module, bucket_list: Buckets, group: Any = None) -> None:
+        self.params = list(model.parameters())
+        self.buckets = [list(b) for b in bucket_list]
+        self.group = group
+        self._reset()
+        for bucket in self.buckets:
+            for i in bucket:
+                self.params[i].register_post_accumulate_grad_hook(lambda p, i=i: self.grad_ready(i))
+
+    def _reset(self) -> None:
+        self.ready: set[int] = set()
+        self.pending: list[tuple[Any, torch.Tensor]] = []
+
+    def grad_ready(self, index: int) -> None:
+        self.ready.add(index)
+        while len(self.pending) < len(self.buckets) and self.ready.issuperset(self.buckets[len(self.pending)]):
+            buffer = torch.cat([self.params[i].grad.reshape(-1) for i in self.buckets[len(self.pending)]])
+            self.pending.append((dist.all_reduce(buffer, group=self.group, async_op=True), buffer))
+
+    def wait(self) -> None:
+        if len(self.pending) != len(self.buckets):
+            raise RuntimeError(f"only {len(self.pending)} of {len(self.buckets)} buckets were launched: "
+                               "some gradients were never produced")
+        n = dist.get_world_size(self.group)
+        for bucket, (handle, buffer) in zip(self.buckets, self.pending):
+            handle.wait()
+            offset = 0
+            for i in bucket:
+                grad = self.params[i].grad
+                grad.copy_(buffer[offset: offset + grad.numel()].view_as(grad) / n)
+                offset += grad.numel()
+        self._reset()
+
+
 def test_backwards_check_accepts_the_reference_on_a_subgroup() -> None:
     model_fn = SameInit(uneven_mlp, seed=6, kwargs={"in_features": 6, "out_features": 3, "freeze_first": False})
-    l03.check_backwards(l03.ReferenceGradBuckets, model_fn, [[4, 3], [2], [1, 0]], make_batches(2, 12, 6, 3, seed=1),
+    l03.check_backwards(ReferenceGradBuckets, model_fn, [[4, 3], [2], [1, 0]], make_batches(2, 12, 6, 3, seed=1),
                         ranks=[0, 2, 3])
 
 
@@ -214,7 +261,7 @@ def test_reference_grad_buckets_with_rank_dependent_ready_orders() -> None:
     sizes = [p.numel() * 4 for p in model_fn().parameters()]
     bucket_list = [[4, 3], [2], [1, 0]]
     orders = [[4, 3, 2, 1, 0], [0, 1, 2, 3, 4], [2, 0, 4, 1, 3]]
-    reference = l03.ReferenceGradBuckets
+    reference = ReferenceGradBuckets
     for slow in (True, False):
         out, ledger = run(lambda: B.grad_buckets_on_rank(reference, model_fn, bucket_list, orders, seed=1, slow=slow),
                           world_size=3, ledger=True, timeout=30)
@@ -344,5 +391,8 @@ def test_hidden_train_step_check_works_from_the_grader(graded) -> None:
     l03.check_train_step(graded("train_step", _reference_train_step), SameInit(OutOfOrderMLP, seed=3), batches,
                          0.1, 2, 160, 100)
     with pytest.raises(AssertionError, match="differs from real DistributedDataParallel"):
-        l03.check_train_step(graded("train_step", _step_before_wait), SameInit(OutOfOrderMLP, seed=3), batches,
+        l03.check_train_step(graded("train_step", _never_cleared), SameInit(OutOfOrderMLP, seed=3), batches,
+                             0.1, 2, 160, 100)
+    with pytest.raises(AssertionError, match="wait\\(\\) 0 time"):
+        l03.check_train_step(graded("train_step", _no_wait), SameInit(OutOfOrderMLP, seed=3), batches,
                              0.1, 2, 160, 100)

@@ -141,51 +141,21 @@ def communication_tail(
     return schedule[-1][2] - max(grad_ready_s)
 
 
-class ReferenceGradBuckets:
-    """Bucketed asynchronous all-reduce driven by gradient hooks (the exercise's contract).
+# --------------------------------------------------------------------------- driver
 
-    ``grad_ready(i)`` marks parameter ``i`` ready and launches, in bucket order, every
-    complete bucket whose predecessors are launched: its gradients are copied into a new
-    flat buffer and ``dist.all_reduce(buffer, async_op=True)`` is called. ``wait()`` waits
-    on each handle in launch order, copies ``buffer / N`` back into the ``.grad`` tensors and
-    resets for the next iteration.
+
+class CountedWaits:
+    """Stands in for ``GradBuckets`` in the hidden check of ``train_step``, on a model DDP wraps.
+
+    DDP's reducer has averaged the gradients when backward returns, so ``wait()`` only counts
+    its calls (the visible test's ``MarkingBuckets`` checks when it is called).
     """
 
-    def __init__(self, model: nn.Module, bucket_list: Buckets, group: Any = None) -> None:
-        self.params = list(model.parameters())
-        self.buckets = [list(b) for b in bucket_list]
-        self.group = group
-        self._reset()
-        for bucket in self.buckets:
-            for i in bucket:
-                self.params[i].register_post_accumulate_grad_hook(lambda p, i=i: self.grad_ready(i))
-
-    def _reset(self) -> None:
-        self.ready: set[int] = set()
-        self.pending: list[tuple[Any, torch.Tensor]] = []
-
-    def grad_ready(self, index: int) -> None:
-        self.ready.add(index)
-        while len(self.pending) < len(self.buckets) and self.ready.issuperset(self.buckets[len(self.pending)]):
-            buffer = torch.cat([self.params[i].grad.reshape(-1) for i in self.buckets[len(self.pending)]])
-            self.pending.append((dist.all_reduce(buffer, group=self.group, async_op=True), buffer))
+    def __init__(self) -> None:
+        self.calls = 0
 
     def wait(self) -> None:
-        if len(self.pending) != len(self.buckets):
-            raise RuntimeError(f"only {len(self.pending)} of {len(self.buckets)} buckets were launched: "
-                               "some gradients were never produced")
-        n = dist.get_world_size(self.group)
-        for bucket, (handle, buffer) in zip(self.buckets, self.pending):
-            handle.wait()
-            offset = 0
-            for i in bucket:
-                grad = self.params[i].grad
-                grad.copy_(buffer[offset: offset + grad.numel()].view_as(grad) / n)
-                offset += grad.numel()
-        self._reset()
-
-
-# --------------------------------------------------------------------------- driver
+        self.calls += 1
 
 
 def train_on_rank(
@@ -196,34 +166,36 @@ def train_on_rank(
     bucket_cap_bytes: int,
     first_bucket_cap_bytes: int,
 ) -> dict[str, Any]:
-    """Train with the student's ``train_step`` and :class:`ReferenceGradBuckets`, then with DDP.
+    """Train with the student's ``train_step`` on a model DDP wraps, then with DDP's usual loop.
 
-    Both sides use the same caps: DDP is built with ``bucket_cap_mb_list=[first, cap]``.
-    Bucketing changes when gradients travel, never their values, so the final states must
-    agree. Returns the initial state, both final states and the losses.
+    The student's step gets ``DDP(model)`` and a :class:`CountedWaits` for ``grad_buckets``:
+    DDP's own reducer averages the gradients during backward, so no solution of the exercise
+    enters the kernel. Both sides use the same caps (``bucket_cap_mb_list=[first, cap]``).
+    Returns the initial state, both final states, the losses and the ``wait()`` calls.
     """
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    caps = [first_bucket_cap_bytes / MB, bucket_cap_bytes / MB]
     model = model_fn()
     init = state_of(model)
-    grad_buckets = ReferenceGradBuckets(model, assign_buckets(grad_bytes(model), bucket_cap_bytes,
-                                                              first_bucket_cap_bytes))
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    wrapped = DDP(model, bucket_cap_mb_list=caps)
+    waits = CountedWaits()
+    opt = torch.optim.SGD(wrapped.parameters(), lr=lr)
     losses = []
     for x, y in batches:
         xs, ys = rank_shard(x, y)
-        losses.append(train_step_fn(model, opt, grad_buckets, xs, ys))
+        losses.append(train_step_fn(wrapped, opt, waits, xs, ys))
     mine = state_of(model)
 
     ddp_model = model_fn()
-    ddp = DDP(ddp_model, bucket_cap_mb_list=[first_bucket_cap_bytes / MB, bucket_cap_bytes / MB])
+    ddp = DDP(ddp_model, bucket_cap_mb_list=caps)
     ddp_opt = torch.optim.SGD(ddp.parameters(), lr=lr)
     for x, y in batches:
         xs, ys = rank_shard(x, y)
         ddp_opt.zero_grad(set_to_none=True)
         mse(ddp(xs), ys).backward()
         ddp_opt.step()
-    return {"init": init, "state": mine, "ddp": state_of(ddp_model), "losses": losses}
+    return {"init": init, "state": mine, "ddp": state_of(ddp_model), "losses": losses, "waits": waits.calls}
 
 
 class _OwnWork:
@@ -460,12 +432,15 @@ def assert_training_like_ddp(result: Sequence[dict[str, Any]], model: nn.Module,
         if not all(type(loss) is float for loss in r["losses"]):
             raise AssertionError(f"Rank {rank}: train_step returned {r['losses']!r}; return the loss as a Python "
                                  f"float (loss.item()).")
+        if r["waits"] != len(batches):
+            raise AssertionError(f"Rank {rank}: {len(batches)} calls of train_step called grad_buckets.wait() "
+                                 f"{r['waits']} time(s); call it once per step.")
         diff = first_difference(r["state"], r["ddp"], atol=1e-5, rtol=1e-4)
         if diff is not None:
             raise AssertionError(
                 f"Rank {rank}: after {len(batches)} steps the model differs from real DistributedDataParallel "
-                f"with the same buckets ({diff}). Wait for every bucket before optimizer.step(): until wait() "
-                f"returns, .grad holds this rank's own gradient.")
+                f"trained with the usual loop ({diff}): clear the gradients, run forward and backward, wait, "
+                f"then step, once per batch.")
         diff = first_difference(r["state"], reference, atol=1e-5, rtol=1e-4)
         if diff is not None:
             raise AssertionError(f"Rank {rank}: the model differs from single-process SGD on the full batch "
