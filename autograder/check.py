@@ -86,10 +86,14 @@ def zero(result: GradeResult) -> tuple[bool, str]:
     return not earned, f"earned points: {', '.join(earned)}" if earned else ""
 
 
-def caught(catches: str, result: GradeResult) -> tuple[bool, str]:
-    """Verdict for a mutant: some points lost (its short grading stops at the first cell that loses them)."""
+def caught(catches: str, result: GradeResult, caught_by: str = "") -> tuple[bool, str]:
+    """Verdict for a mutant: some points lost (its short grading stops at the first cell that loses them),
+    first in the test cell ``caught_by`` when the mutant names one."""
     if result.full_marks:
         return False, f"NOT caught: {catches}"
+    first = next(c.grade_id for c in result.cells if c.score < c.max_score)
+    if caught_by and first != caught_by:
+        return False, f"caught by {first}, not first by {caught_by}: {catches} | lost first: {lost_text(result)}"
     return True, f"catches: {catches} | lost first: {lost_text(result)}"
 
 
@@ -134,8 +138,8 @@ def mutant_tasks(assignment: str, source: NotebookNode, root: Path) -> Iterator[
         except CourseError as exc:
             yield Row(assignment, what, False, detail=str(exc))
             continue
-        yield Task(assignment, what, f"mutant_{path.stem}", spliced, partial(caught, mutant.catches),
-                   mutant_of=mutant.grade_id)
+        yield Task(assignment, what, f"mutant_{path.stem}", spliced,
+                   partial(caught, mutant.catches, caught_by=mutant.caught_by), mutant_of=mutant.grade_id)
 
 
 def delegation_tasks(assignment: str, source: NotebookNode, release: NotebookNode) -> Iterator[Task | Row]:

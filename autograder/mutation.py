@@ -1,8 +1,9 @@
 """Mutants: wrong-but-plausible solutions that the hidden tests must reject.
 
 A mutant is ``autograder/mutants/<assignment>/<name>.py``: a header of ``# key: value``
-lines (``assignment``, ``grade_id``, ``catches``) followed by the complete replacement
-source of the solution cell with that grade_id.
+lines (``assignment``, ``grade_id``, ``catches``, and optionally ``caught_by``: the test cell
+that must be the first to lose points) followed by the complete replacement source of the
+solution cell with that grade_id.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from nbformat import NotebookNode
 
 from .course import CourseError, mutants_dir
 
-HEADER_KEYS = ("assignment", "grade_id", "catches")
+REQUIRED_KEYS = ("assignment", "grade_id", "catches")
+HEADER_KEYS = (*REQUIRED_KEYS, "caught_by")
 HEADER_LINE = re.compile(r"#\s*(\w+)\s*:\s*(.*?)\s*$")
 
 
@@ -32,6 +34,7 @@ class Mutant:
     grade_id: str
     catches: str
     source: str
+    caught_by: str = ""
 
 
 def parse_mutant(path: Path | str) -> Mutant:
@@ -47,7 +50,7 @@ def parse_mutant(path: Path | str) -> Mutant:
         if match.group(1) in header:
             raise MutantError(f"{path}: header key {match.group(1)!r} given twice")
         header[match.group(1)] = match.group(2)
-    missing = [key for key in HEADER_KEYS if not header.get(key)]
+    missing = [key for key in REQUIRED_KEYS if not header.get(key)]
     if missing:
         raise MutantError(f"{path}: header is missing {', '.join(missing)} "
                           f"(expected leading lines '# assignment: ...', '# grade_id: ...', "
@@ -58,7 +61,8 @@ def parse_mutant(path: Path | str) -> Mutant:
     if path.parent.name != header["assignment"]:
         raise MutantError(f"{path}: header says assignment {header['assignment']!r} "
                           f"but the file lives in {path.parent.name!r}")
-    return Mutant(path, header["assignment"], header["grade_id"], header["catches"], source)
+    return Mutant(path, header["assignment"], header["grade_id"], header["catches"], source,
+                  header.get("caught_by", ""))
 
 
 def mutant_files(assignment: str, root: Path | str | None = None) -> list[Path]:

@@ -16,9 +16,9 @@ import pytest
 from nbformat.v4 import new_markdown_cell
 
 from autograder.__main__ import main
-from autograder.check import Task, mutant_tasks, run_check
+from autograder.check import Task, caught, mutant_tasks, run_check
 from autograder.course import CourseError, release_notebook, source_notebook
-from autograder.grading import GradeResult, GradingError, grade_notebook, scratch_course
+from autograder.grading import CellGrade, GradeResult, GradingError, grade_notebook, scratch_course
 from autograder.mutation import Mutant, MutantError, parse_mutant, splice
 from autograder.release import release
 from tiny_course import assignment_notebook, nbgrader_cell, write_assignment
@@ -252,3 +252,14 @@ def test_a_mutants_short_grading_runs_from_its_cell_to_the_first_loss(tmp_path):
     assert _printed(graded, "test_add") == "" and _printed(graded, "test_mul_again") == ""  # not run
     assert _printed(graded, "test_mul") == "ran mul\n"
     assert [(c.grade_id, c.score) for c in whole.cells] == [("test_add", 1), ("test_mul", 0), ("test_mul_again", 0)]
+
+
+def test_a_mutant_naming_its_test_must_lose_points_there_first(tmp_path):
+    result = GradeResult(NAME, 2.0, 3.0, [CellGrade("test_add_visible", 0, 1), CellGrade("test_add_hidden", 2, 2)])
+    assert caught("x", result, caught_by="test_add_visible")[0]
+    ok, detail = caught("x", result, caught_by="test_add_hidden")
+    assert not ok and "caught by test_add_visible, not first by test_add_hidden" in detail
+    path = tmp_path / NAME / "named.py"
+    path.parent.mkdir()
+    path.write_text(MUTANT.replace("# catches", "# caught_by: test_add_hidden\n# catches"))
+    assert parse_mutant(path).caught_by == "test_add_hidden"
