@@ -1,18 +1,93 @@
-"""Tests of lesson 07: the references and hidden checks (autograder.lessons.l07), the student-side drivers
+"""Tests of lesson 07: the references, drivers and hidden checks (autograder.lessons.l07), the student-side drivers
 and checks (helpers.param_sharding) against real FSDP2, and the chapter's stored numbers."""
 from __future__ import annotations
 
 import math
+import sys
+from typing import Any, Sequence
 
+import cloudpickle
 import pytest
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from autograder.lessons import l07
 from helpers import param_sharding as P
 from helpers.cluster import run
 from helpers.models import TinyLM
-from helpers.reference import SameInit, make_batches
+from helpers.reference import SameInit, make_batches, mse
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks never import this module (nor autograder)
+
+# Known-correct solutions of exercises 4 and 5, to test the checks with. They live here, not in
+# autograder.lessons.l07: no hidden check may send a solution to a student's kernel (issue 23).
+
+
+class ReferenceShardedUnit:
+    """A correct ``FullyShardedUnit`` (the exercise's contract), for testing the checks; never shipped to a kernel."""
+
+    def __init__(self, module: nn.Module, group: Any = None) -> None:
+        self.module, self.group = module, group
+        self.params = list(module.parameters())
+        world, rank = dist.get_world_size(group), dist.get_rank(group)
+        self.numel = sum(p.numel() for p in self.params)
+        self.shard_size = -(-self.numel // world)
+        flat = torch.zeros(world * self.shard_size)
+        flat[: self.numel] = torch.cat([p.detach().reshape(-1) for p in self.params])
+        self.shard = nn.Parameter(flat[rank * self.shard_size: (rank + 1) * self.shard_size].clone())
+        self.full = flat
+        offset = 0
+        for p in self.params:
+            p.data = self.full[offset: offset + p.numel()].view_as(p)
+            offset += p.numel()
+        module.register_forward_pre_hook(lambda m, args: self.gather())
+        module.register_forward_hook(self._after_forward)
+        self.free()
+
+    def _after_forward(self, module: nn.Module, args: Any, out: torch.Tensor) -> None:
+        self.free()
+        if out.requires_grad:  # fires when backward reaches this unit's output: re-gather first
+            out.register_hook(lambda grad: self.gather())
+
+    def gather(self) -> None:
+        """Re-allocate the full buffer and all-gather every rank's shard into it."""
+        storage = self.full.untyped_storage()
+        if storage.nbytes() == 0:
+            storage.resize_(self.full.numel() * self.full.element_size())
+        dist.all_gather_single(self.full, self.shard.detach(), group=self.group)
+
+    def free(self) -> None:
+        """Release the full buffer's memory (its views stay valid for the next gather)."""
+        self.full.untyped_storage().resize_(0)
+
+    def reduce_gradients(self) -> None:
+        """Reduce-scatter the mean gradient into ``shard.grad``; clear the module's gradients."""
+        world = dist.get_world_size(self.group)
+        flat = torch.zeros(world * self.shard_size)
+        flat[: self.numel] = torch.cat([p.grad.reshape(-1) for p in self.params])
+        out = torch.empty(self.shard_size)
+        dist.reduce_scatter_single(out, flat, group=self.group)
+        self.shard.grad = out / world
+        for p in self.params:
+            p.grad = None
+
+
+def reference_train(model: nn.Module, units: Sequence[Any], batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                    lr: float) -> list[float]:
+    """A correct ``train_full_shard`` (SGD over the shards, one step per batch), for testing the checks."""
+    opt = torch.optim.SGD([u.shard for u in units], lr=lr)
+    losses = []
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        loss = mse(model(x), y)
+        loss.backward()
+        for u in units:
+            u.reduce_gradients()
+            u.free()
+        opt.step()
+        losses.append(loss.item())
+    return losses
 
 
 def test_schedule_example_and_counts() -> None:
@@ -93,7 +168,7 @@ def test_unit_parameters_check_names_the_split_tie() -> None:
 def test_reference_unit_trains_like_full_batch_sgd_and_frees() -> None:
     model_fn = SameInit(P.layered_mlp, seed=1, kwargs={"widths": (5, 9, 7, 2)})
     batches = make_batches(3, 12, 5, 2, seed=2)
-    out, ledger = run(P.shard_train_on_rank, l07.ReferenceShardedUnit, l07.reference_train, model_fn, batches, 0.1,
+    out, ledger = run(P.shard_train_on_rank, ReferenceShardedUnit, reference_train, model_fn, batches, 0.1,
                       world_size=3, ledger=True, timeout=60)
     l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=3)
     assert out[0]["shard_numel"] == [18, 24, 6]   # ceil(54/3), ceil(70/3), ceil(16/3)
@@ -114,7 +189,7 @@ def _train_on_full_params(model, units, batches, lr):
 def test_training_check_names_an_optimizer_on_full_parameters() -> None:
     model_fn = SameInit(P.layered_mlp, seed=3, kwargs={"widths": (4, 6, 2)})
     batches = make_batches(2, 4, 4, 2, seed=4)
-    out, ledger = run(P.shard_train_on_rank, l07.ReferenceShardedUnit, _train_on_full_params, model_fn, batches, 0.1,
+    out, ledger = run(P.shard_train_on_rank, ReferenceShardedUnit, _train_on_full_params, model_fn, batches, 0.1,
                       world_size=2, ledger=True, timeout=60)
     with pytest.raises(AssertionError, match="stepping the shards"):
         l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=2)
@@ -123,7 +198,7 @@ def test_training_check_names_an_optimizer_on_full_parameters() -> None:
 def test_unit_step_of_the_reference_passes_the_visible_and_the_hidden_check() -> None:
     case = l07.VISIBLE_UNIT
     batch = make_batches(**case["batch"])[0]
-    out, ledger = run(P.unit_step_on_rank, l07.ReferenceShardedUnit, case["model_fn"], batch, world_size=2,
+    out, ledger = run(P.unit_step_on_rank, ReferenceShardedUnit, case["model_fn"], batch, world_size=2,
                       ledger=True, timeout=60)
     assert out[0]["shard_numel"] == [35, 39, 12]
     assert out[0]["during_forward"] == [[280, 0, 0], [0, 312, 0], [0, 0, 96]]
@@ -132,7 +207,7 @@ def test_unit_step_of_the_reference_passes_the_visible_and_the_hidden_check() ->
     l07.assert_unit_step(out, case["model_fn"], batch, ledger)
 
 
-class _RebindingUnit(l07.ReferenceShardedUnit):
+class _RebindingUnit(ReferenceShardedUnit):
     """Issue 24: free() drops only the unit's reference; gather() allocates a new buffer and re-points the parameters."""
 
     def gather(self) -> None:
@@ -158,7 +233,7 @@ def test_unit_bytes_are_read_from_the_parameters_storages() -> None:
         l07.assert_unit_step(out, case["model_fn"], batch, ledger)
 
 
-class _SummingUnit(l07.ReferenceShardedUnit):
+class _SummingUnit(ReferenceShardedUnit):
     def reduce_gradients(self) -> None:
         super().reduce_gradients()
         self.shard.grad = self.shard.grad * torch.distributed.get_world_size(self.group)
@@ -253,10 +328,114 @@ def test_unit_parameters_nested_units_and_prefixes() -> None:
 
 
 def test_reference_unit_trains_on_a_subgroup_with_several_batches_per_call() -> None:
-    l07.assert_unit_in_subgroup(l07.ReferenceShardedUnit, (5, 9, 7, 2), ranks=[1, 3], seed=9)
+    l07.assert_unit_in_subgroup(ReferenceShardedUnit, (5, 9, 7, 2), ranks=[1, 3], seed=9)
     model_fn = SameInit(P.layered_mlp, seed=1, kwargs={"widths": (5, 9, 2)})
     batches = make_batches(3, 6, 5, 2, seed=2)
-    out, ledger = run(P.shard_train_on_rank, l07.ReferenceShardedUnit, l07.reference_train, model_fn, batches, 0.1,
+    out, ledger = run(P.shard_train_on_rank, ReferenceShardedUnit, reference_train, model_fn, batches, 0.1,
                       batches_per_call=2, world_size=3, ledger=True, timeout=60)
     assert len(out[0]["leftover_bytes"]) == 2   # calls of 2 and 1 batches
     l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=2)
+
+
+def test_no_solution_of_an_exercise_is_left_in_the_grading_module() -> None:
+    """Issue 23: what the hidden checks send to the ranks solves neither the unit nor the loop exercise."""
+    assert not hasattr(l07, "ReferenceShardedUnit") and not hasattr(l07, "reference_train")
+    model = P.layered_mlp((4, 6, 2))
+    log: list = []
+    units = [l07.RecordingUnit(m, u, log) for u, m in enumerate(model[::2])]
+    assert [u.shard.numel() for u in units] == [30, 14]   # the whole unit on every rank: nothing is sharded
+    assert "optim" not in l07.step_shards_by_hand.__code__.co_names
+
+
+def test_hidden_unit_training_accepts_the_reference_and_names_a_sum() -> None:
+    model_fn = SameInit(P.layered_mlp, seed=3, kwargs={"widths": (5, 9, 9, 7, 2)})
+    batches = make_batches(3, 12, 5, 2, seed=13)
+    l07.assert_unit_trains(ReferenceShardedUnit, model_fn, batches, 0.05, world_size=3)
+    with pytest.raises(AssertionError, match="differ from single-process SGD"):
+        l07.assert_unit_trains(_SummingUnit, model_fn, batches, 0.05, world_size=3)
+
+
+def _reduce_all_then_free_all(model, units, batches, lr):
+    opt = torch.optim.SGD([u.shard for u in units], lr=lr)
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        for u in reversed(units):
+            u.reduce_gradients()
+        opt.step()   # after every reduce_gradients(), before the frees: allowed
+        for u in units:
+            u.free()
+        losses.append(float(loss))
+    return losses
+
+
+def _train_variant(*, free=True, optimizer_on_shards=True, step="each", gather=False, loss_forward=False,
+                   free_first=False):
+    """A wrong (or right) train_full_shard; the keywords name the mistake."""
+    def train(model, units, batches, lr):
+        opt = torch.optim.SGD([u.shard for u in units] if optimizer_on_shards else model.parameters(), lr=lr)
+        losses = []
+        for x, y in batches:
+            opt.zero_grad(set_to_none=True)
+            if gather:
+                for u in units:
+                    u.gather()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            if step == "before_reduce":
+                opt.step()
+            for u in units:
+                if free_first:
+                    u.free()
+                u.reduce_gradients()
+                if free and not free_first:
+                    u.free()
+            if step == "each":
+                opt.step()
+            if loss_forward:
+                losses.append(torch.nn.functional.mse_loss(model(x), y).item())
+            else:
+                losses.append(loss.item())
+        if step == "after_loop":
+            opt.step()
+        return losses
+    return train
+
+
+@pytest.mark.parametrize("train, message", [
+    (reference_train, None),
+    (_reduce_all_then_free_all, None),
+    (_train_variant(free=False), "0 calls of free"),
+    (_train_variant(optimizer_on_shards=False), "did not change between its reduce_gradients"),
+    (_train_variant(step="after_loop"), "did not change between its reduce_gradients\\(\\) on batch 0"),
+    (_train_variant(step="before_reduce"), "did not change"),
+    (_train_variant(gather=True), "called unit.gather\\(\\) 16 time"),
+    (_train_variant(loss_forward=True), "8 forward passes"),
+    (_train_variant(free_first=True), "expected \\['forward', 'backward', 'reduce_gradients', 'free'\\]"),
+])
+def test_train_check_records_the_loops_calls(train, message) -> None:
+    model_fn = SameInit(P.layered_mlp, seed=23, kwargs={"widths": (5, 9, 9, 7, 2)})
+    batches = make_batches(4, 12, 5, 2, seed=33)
+    args = (train, model_fn, batches, 0.05)
+    if message is None:
+        l07.assert_train_full_shard(*args, world_size=3, batches_per_call=2)
+    else:
+        with pytest.raises(AssertionError, match=message):
+            l07.assert_train_full_shard(*args, world_size=3, batches_per_call=2)
+
+
+def _scaled_losses(model, units, batches, lr):
+    return [2 * loss for loss in reference_train(model, units, batches, lr)]
+
+
+def test_train_check_works_from_the_grader(graded) -> None:
+    """The loop runs where the notebook's code is; the stand-in units' records and the losses are decided here."""
+    model_fn = SameInit(P.layered_mlp, seed=22, kwargs={"widths": (6, 10, 7, 3)})
+    batches = make_batches(4, 8, 6, 3, seed=32)
+    l07.assert_train_full_shard(graded("train_full_shard", reference_train), model_fn, batches, 0.05, world_size=2,
+                                batches_per_call=1)
+    with pytest.raises(AssertionError, match="batch 0 returned the loss"):
+        l07.assert_train_full_shard(graded("train_full_shard", _scaled_losses), model_fn, batches, 0.05,
+                                    world_size=2, batches_per_call=1)

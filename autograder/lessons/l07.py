@@ -1,4 +1,4 @@
-"""Lesson 07, parameter sharding (FULL_SHARD): references, hidden checks and the chapter's stored results.
+"""Lesson 07, parameter sharding (FULL_SHARD): references, drivers, hidden checks and the chapter's stored results.
 
 A **unit** is a module whose parameters are stored flat and sharded: the flat vector of its
 ``numel`` parameter elements is padded to ``N * S`` (``S = ceil(numel / N)``) and rank ``r``
@@ -9,7 +9,11 @@ gradient and a free after backward.
 
 The drivers that run a student's unit and loop on gloo, and the checks against PyTorch
 (autograd, SGD, real FSDP2), are student-side (:mod:`helpers.param_sharding`); the checks here
-pass a student's values through :mod:`autograder.plain` first. Sizes are elements unless a
+pass a student's values through :mod:`autograder.plain` first. What the hidden checks send to
+the ranks solves no exercise (issue 23): a student's unit trains under
+:func:`step_shards_by_hand` (no optimizer, one batch per call), a student's loop trains
+:class:`RecordingUnit` stand-ins that shard nothing. Known-correct solutions of both exercises,
+for testing these checks, live in ``tests/test_param_sharding.py``. Sizes are elements unless a
 name says bytes; traffic is the bytes one rank sends under ring algorithms
 (:mod:`autograder.lessons.costs`).
 """
@@ -30,15 +34,18 @@ from autograder.lessons.l01 import in_subgroup, run_in_subgroup
 from autograder.store import FLOAT32_RESULTS
 from autograder.plain import number, plain
 from helpers import param_sharding
-from helpers.models import TinyLM
+from helpers.checks import first_difference
+from helpers.cluster import run
 from helpers.data import tensors_to_json
-from helpers.reference import SameInit, make_batches, mse, state_of
+from helpers.models import TinyLM, shard_batch
+from helpers.reference import SameInit, make_batches, mse, rank_shard, state_of
 
 Event = tuple[str, int]
 _GATHERS = ("all_gather_single", "all_gather_into_tensor")
 _SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
-# Ship this module's rank-side code (the reference unit and loop, the subgroup driver) by value: a rank
-# then never imports the autograder package.
+# Ship this module's rank-side code (the drivers and the stand-in unit below) by value: a rank then never
+# imports the autograder package. None of it solves an exercise: the units' loop steps the shards by hand,
+# one batch per call, and the loop's stand-in unit keeps every parameter unsharded.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
@@ -96,70 +103,25 @@ def unit_parameters(model: nn.Module, unit_names: Sequence[str]) -> dict[str, li
     return out
 
 
-class ReferenceShardedUnit:
-    """A minimal fully-sharded unit (the exercise's contract); see the module docstring."""
+def step_shards_by_hand(model: nn.Module, units: Sequence[Any], batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                        lr: float) -> list[float]:
+    """Drives a unit under test through one batch: not the exercise's loop (no optimizer, one batch only).
 
-    def __init__(self, module: nn.Module, group: Any = None) -> None:
-        self.module, self.group = module, group
-        self.params = list(module.parameters())
-        world, rank = dist.get_world_size(group), dist.get_rank(group)
-        self.numel = sum(p.numel() for p in self.params)
-        self.shard_size = -(-self.numel // world)
-        flat = torch.zeros(world * self.shard_size)
-        flat[: self.numel] = torch.cat([p.detach().reshape(-1) for p in self.params])
-        self.shard = nn.Parameter(flat[rank * self.shard_size: (rank + 1) * self.shard_size].clone())
-        self.full = flat
-        offset = 0
-        for p in self.params:
-            p.data = self.full[offset: offset + p.numel()].view_as(p)
-            offset += p.numel()
-        module.register_forward_pre_hook(lambda m, args: self.gather())
-        module.register_forward_hook(self._after_forward)
-        self.free()
-
-    def _after_forward(self, module: nn.Module, args: Any, out: torch.Tensor) -> None:
-        self.free()
-        if out.requires_grad:  # fires when backward reaches this unit's output: re-gather first
-            out.register_hook(lambda grad: self.gather())
-
-    def gather(self) -> None:
-        """Re-allocate the full buffer and all-gather every rank's shard into it."""
-        storage = self.full.untyped_storage()
-        if storage.nbytes() == 0:
-            storage.resize_(self.full.numel() * self.full.element_size())
-        dist.all_gather_single(self.full, self.shard.detach(), group=self.group)
-
-    def free(self) -> None:
-        """Release the full buffer's memory (its views stay valid for the next gather)."""
-        self.full.untyped_storage().resize_(0)
-
-    def reduce_gradients(self) -> None:
-        """Reduce-scatter the mean gradient into ``shard.grad``; clear the module's gradients."""
-        world = dist.get_world_size(self.group)
-        flat = torch.zeros(world * self.shard_size)
-        flat[: self.numel] = torch.cat([p.grad.reshape(-1) for p in self.params])
-        out = torch.empty(self.shard_size)
-        dist.reduce_scatter_single(out, flat, group=self.group)
-        self.shard.grad = out / world
-        for p in self.params:
-            p.grad = None
-
-
-def reference_train(model: nn.Module, units: Sequence[Any], batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                    lr: float) -> list[float]:
-    """The exercise's training loop: SGD over the shards, one FULL_SHARD step per batch."""
-    opt = torch.optim.SGD([u.shard for u in units], lr=lr)
-    losses = []
-    for x, y in batches:
-        opt.zero_grad(set_to_none=True)
-        loss = mse(model(x), y)
-        loss.backward()
-        for u in units:
-            u.reduce_gradients()
-            u.free()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+    Forward and backward; the units' ``reduce_gradients()`` and ``free()`` from the last unit to
+    the first; then ``shard -= lr * shard.grad`` in place and the gradient dropped.
+    """
+    [(x, y)] = batches
+    loss = (model(x) - y).square().mean()
+    loss.backward()
+    for unit in reversed(units):
+        unit.reduce_gradients()
+        unit.free()
+    with torch.no_grad():
+        for shard in (unit.shard for unit in units):
+            if shard.grad is not None:
+                shard -= lr * shard.grad
+            shard.grad = None
+    return [loss.item()]
 
 
 def train_in_subgroup_on_rank(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
@@ -167,11 +129,86 @@ def train_in_subgroup_on_rank(unit_cls: Callable[..., Any], model_fn: Callable[[
                               ranks: Sequence[int]) -> dict[str, Any] | None:
     """Every rank creates ``new_group(ranks)``; its members train through ``unit_cls(m, group=group)``.
 
-    The members share each batch (rows by group rank) and pass every batch to
-    :func:`reference_train` in one call; the other ranks return ``None`` at once.
+    The members share each batch (rows by group rank) and step with :func:`step_shards_by_hand`,
+    one batch per call; the other ranks return ``None`` at once.
     """
     return in_subgroup(ranks, lambda group: param_sharding.shard_train_on_rank(
-        unit_cls, reference_train, model_fn, batches, lr, batches_per_call=len(batches), group=group))
+        unit_cls, step_shards_by_hand, model_fn, batches, lr, group=group))
+
+
+class RecordingUnit:
+    """Stands in for a unit when the hidden check trains the student's ``train_full_shard``: not a sharded unit.
+
+    Every rank keeps the module's whole flat parameter vector as ``shard`` (no sharding, no
+    padding, no all-gather); the module's parameters are views of it, pointed at it again
+    before every forward and by ``free()`` and ``gather()``. ``reduce_gradients()`` all-reduces
+    the flat gradient, stores the mean as ``shard.grad`` and clears the module's gradients.
+    Every forward and backward through the module and every call of ``gather``, ``free`` and
+    ``reduce_gradients`` is appended to the shared ``log`` as ``[event, unit index, shard
+    version, shard values]``, so the grader can tell the order of the loop's calls and when
+    the shards changed.
+    """
+
+    def __init__(self, module: nn.Module, index: int, log: list[list[Any]]) -> None:
+        self.module, self.index, self.log = module, index, log
+        self.params = list(module.parameters())
+        self.shard = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in self.params]))
+        self._view()
+        module.register_forward_pre_hook(self._before_forward)
+        module.register_forward_hook(self._after_forward)
+
+    def note(self, event: str) -> None:
+        self.log.append([event, self.index, self.shard._version, self.shard.detach().clone()])
+
+    def _view(self) -> None:
+        offset = 0
+        for p in self.params:
+            p.data = self.shard.data[offset: offset + p.numel()].view_as(p)
+            offset += p.numel()
+
+    def _before_forward(self, module: nn.Module, args: Any) -> None:
+        self.note("forward")
+        self._view()
+
+    def _after_forward(self, module: nn.Module, args: Any, out: Any) -> None:
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(lambda grad: self.note("backward"))
+
+    def gather(self) -> None:
+        self.note("gather")
+        self._view()
+
+    def free(self) -> None:
+        self.note("free")
+        self._view()
+
+    def reduce_gradients(self) -> None:
+        self.note("reduce_gradients")
+        flat = torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1) for p in self.params])
+        dist.all_reduce(flat)
+        self.shard.grad = flat / dist.get_world_size()
+        for p in self.params:
+            p.grad = None
+
+
+def recorded_train_on_rank(train_fn: Callable[..., list[float]], model_fn: Callable[[], nn.Module],
+                           batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float,
+                           batches_per_call: int) -> dict[str, Any]:
+    """``train_fn(model, units, batches, lr)`` with a :class:`RecordingUnit` on every Linear of ``model_fn()``.
+
+    ``train_fn`` gets ``batches_per_call`` consecutive batches per call (this rank's rows of
+    each); after every call each unit notes ``"return"``. Returns the final parameters, the
+    losses and the log.
+    """
+    model = model_fn()
+    log: list[list[Any]] = []
+    units = [RecordingUnit(m, u, log) for u, m in enumerate(model[::2])]
+    losses: list[Any] = []
+    for start in range(0, len(batches), batches_per_call):
+        losses += train_fn(model, units, [rank_shard(x, y) for x, y in batches[start:start + batches_per_call]], lr)
+        for unit in units:
+            unit.note("return")
+    return {"final": state_of(model), "losses": losses, "log": log}
 
 
 # --------------------------------------------------------------------------- hidden checks
@@ -293,6 +330,15 @@ def assert_sharded_training(results: Sequence[dict[str, Any]], model_fn: Callabl
                                            len(batches), ledger, units)
 
 
+def assert_unit_trains(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+                       batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float, world_size: int) -> None:
+    """``unit_cls`` on every Linear, trained on ``world_size`` ranks by :func:`step_shards_by_hand`, one batch per
+    call: it ends at full-batch SGD, frees after every step, and all-gathers twice per unit per step."""
+    out, ledger = run(param_sharding.shard_train_on_rank, unit_cls, step_shards_by_hand, model_fn, batches, lr,
+                      world_size=world_size, ledger=True, timeout=60)
+    assert_sharded_training(out, model_fn, batches, lr, ledger, units=len(model_fn()[::2]))
+
+
 def assert_unit_in_subgroup(unit_cls: Callable[..., Any], widths: Sequence[int], ranks: Sequence[int],
                             seed: int) -> None:
     """Of 4 ranks, only ``ranks`` (a ``new_group``) train through ``unit_cls``; they end at full-batch SGD.
@@ -319,6 +365,108 @@ def assert_unit_step(results: Sequence[dict[str, Any]], model_fn: Callable[[], n
     """One step through the units (plain results) agrees with the unsharded model; see the student-side check."""
     param_sharding.assert_unit_step(plain(results, "the ranks' results"), model_fn, batch, ledger,
                                     unit_gradients(model_fn, batch))
+
+
+# The events one unit records per batch of a correct loop (RecordingUnit): the loop's own calls are the last two.
+LOOP_EVENTS = ["forward", "backward", "reduce_gradients", "free"]
+
+
+def local_losses(model_fn: Callable[[], nn.Module], batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float,
+                 world_size: int) -> list[list[float]]:
+    """float64, per rank: the loss of its rows of every batch, with the parameters full-batch SGD has before it."""
+    model = model_fn().double()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    losses: list[list[float]] = [[] for _ in range(world_size)]
+    for x, y in batches:
+        x, y = x.double(), y.double()
+        with torch.no_grad():
+            for rank in range(world_size):
+                xs, ys = shard_batch(x, y, rank, world_size)
+                losses[rank].append(float(mse(model(xs), ys)))
+        opt.zero_grad(set_to_none=True)
+        mse(model(x), y).backward()
+        opt.step()
+    return losses
+
+
+def _changed(a: list[Any], b: list[Any]) -> bool:
+    """Whether a shard changed between two log entries (its version counter or its values)."""
+    return a[2] != b[2] or not torch.equal(a[3], b[3])
+
+
+def _loop_calls_problem(log: list[list[Any]], units: int, steps: int) -> str | None:
+    """What the recorded events of one rank say the loop did wrong, or ``None``."""
+    gathers = sum(e[0] == "gather" for e in log)
+    if gathers:
+        return (f"train_full_shard called unit.gather() {gathers} time(s) in {steps} batches: the units gather "
+                f"themselves (before their forward, and when backward reaches them); a gather() of the loop is "
+                f"one all-gather too many.")
+    for u in range(units):
+        events = [e for e in log if e[1] == u]
+        kinds = [e[0] for e in events if e[0] != "return"]
+        for kind, what in (("forward", "forward passes through"),
+                           ("reduce_gradients", "calls of reduce_gradients() on"), ("free", "calls of free() on")):
+            count = kinds.count(kind)
+            if count != steps:
+                return (f"{steps} batches made {count} {what} unit {u}; expected exactly one per batch (one forward "
+                        f"of the model, then each unit's reduce_gradients() and free() once).")
+        if kinds != LOOP_EVENTS * steps:
+            t = next(t for t in range(steps) if kinds[4 * t: 4 * t + 4] != LOOP_EVENTS)
+            return (f"on batch {t}, unit {u} saw {kinds[4 * t: 4 * t + 4]}; expected {LOOP_EVENTS}: forward, backward "
+                    f"(loss.backward()), then the unit's reduce_gradients(), then its free().")
+        marks = [i for i, e in enumerate(events) if e[0] != "return"]
+        for t in range(steps):
+            forward, reduce, free = (events[marks[4 * t + k]] for k in (0, 2, 3))
+            after = events[marks[4 * t + 3] + 1]   # the next batch's forward, or the end of the call ("return")
+            if _changed(forward, reduce):
+                return (f"unit {u}'s shard changed between its forward and its reduce_gradients() on batch {t}: step "
+                        f"only after every unit's reduce_gradients(), which stores the batch's gradient in "
+                        f"shard.grad.")
+            if not _changed(reduce, after):
+                then = "the next batch's forward" if after[0] == "forward" else "train_full_shard returned"
+                return (f"unit {u}'s shard did not change between its reduce_gradients() on batch {t} and the moment "
+                        f"{then}: step once per batch, after reduce_gradients() and free(), with an optimizer over "
+                        f"the units' shards (unit.shard), not the module's parameters.")
+    return None
+
+
+def assert_train_full_shard(train_fn: Callable[..., list[float]], model_fn: Callable[[], nn.Module],
+                            batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float, world_size: int,
+                            batches_per_call: int) -> None:
+    """``train_fn`` trains :class:`RecordingUnit` stand-ins on ``world_size`` ranks, ``batches_per_call`` per call.
+
+    Per rank: one Python float per batch; the recorded calls (per batch and unit: forward,
+    backward, ``reduce_gradients()``, ``free()``; no ``gather()``; the shard unchanged until its
+    ``reduce_gradients()`` and changed before the next forward); the final parameters against
+    float64 full-batch SGD; the losses against the local losses along that trajectory.
+    """
+    out = plain(run(recorded_train_on_rank, train_fn, model_fn, batches, lr, batches_per_call, world_size=world_size,
+                    timeout=60), "the ranks' results")
+    steps, units = len(batches), len(model_fn()[::2])
+    expected, init = sgd_full_batch(model_fn, batches, lr), state_of(model_fn())
+    losses = local_losses(model_fn, batches, lr, world_size)
+    where = f"{world_size} ranks, {batches_per_call} batch(es) per call of train_full_shard"
+    for rank, r in enumerate(out):
+        if len(r["losses"]) != steps or not all(type(loss) is float for loss in r["losses"]):
+            raise AssertionError(f"{where}, rank {rank}: {steps} batches gave the losses {r['losses']!r:.120}; "
+                                 f"expected one Python float per batch, every batch of every call.")
+        problem = _loop_calls_problem(r["log"], units, steps)
+        if problem is not None:
+            raise AssertionError(f"{where}, rank {rank}: {problem}")
+        diff = first_difference(r["final"], expected, atol=1e-5, rtol=1e-4)
+        if diff is not None:
+            unchanged = first_difference(r["final"], init, atol=0.0, rtol=0.0) is None
+            hint = (" The parameters never changed: is the optimizer stepping the shards (unit.shard)?"
+                    if unchanged else "")
+            raise AssertionError(f"{where}, rank {rank}: after {steps} steps the parameters differ from "
+                                 f"single-process SGD on the full batch ({diff}).{hint}")
+        bad = [t for t, (got, exp) in enumerate(zip(r["losses"], losses[rank]))
+               if abs(got - exp) > 1e-5 + 1e-4 * abs(exp)]
+        if bad:
+            t = bad[0]
+            raise AssertionError(f"{where}, rank {rank}: batch {t} returned the loss {r['losses'][t]!r}, expected "
+                                 f"{losses[rank][t]:.6g}: the mean squared error of this rank's rows, computed "
+                                 f"before the step.")
 
 
 # --------------------------------------------------------------------------- the chapter's numbers
