@@ -167,15 +167,17 @@ def capture_run(capture_fn: Callable[..., Any], problem: eq.Problem | None = Non
                 dtype: torch.dtype = torch.float32, groups: bool = False) -> tuple[list[Any], list[State]]:
     """Train single-process Adam with clipping in ``dtype``, capturing every step with ``capture_fn``.
 
-    Returns ``(what capture_fn returned, the reference's states)``: the training runs where
-    ``capture_fn`` lives (:func:`_capture_steps`, in the notebook's kernel when graded), which
-    reports PyTorch's own view of each step (:func:`helpers.equivalence.snapshot`, read before
-    ``capture_fn`` is called, so a ``capture_fn`` that edits the model cannot move it); the
-    reference's update states are made of those snapshots here. ``groups``: an Adam with two
-    parameter groups, listed (and their state restored) in another order than ``model.named_parameters()``.
+    Returns ``(what capture_fn returned, the reference's states)``. The same deterministic
+    training (:func:`_capture_steps`) runs twice: where ``capture_fn`` lives (in the notebook's
+    kernel when graded), calling it after every step, and here, taking PyTorch's own view of
+    each step (:func:`helpers.equivalence.snapshot`), of which the reference's update states
+    are made. Nothing the notebook's code does (patching ``helpers``, editing the model)
+    reaches the reference. ``groups``: an Adam with two parameter groups, listed (and their
+    state restored) in another order than ``model.named_parameters()``.
     """
-    mine, snapshots = call(_capture_steps, capture_fn, problem or eq.make_problem(), dtype, groups)
-    return mine, [update_state(s) for s in snapshots]
+    problem = problem or eq.make_problem()
+    mine = call(_capture_steps, capture_fn, problem, dtype, groups)
+    return mine, [update_state(s) for s in _capture_steps(eq.snapshot, problem, dtype, groups)]
 
 
 def _grouped_adam(model: nn.Module, problem: eq.Problem) -> torch.optim.Adam:
@@ -198,8 +200,8 @@ def _grouped_adam(model: nn.Module, problem: eq.Problem) -> torch.optim.Adam:
 
 
 def _capture_steps(capture_fn: Callable[..., Any], problem: eq.Problem, dtype: torch.dtype, groups: bool = False
-                   ) -> tuple[list[Any], list[dict[str, Any]]]:
-    """Kernel side of :func:`capture_run`: ``(capture_fn's values, snapshots)``, one per step.
+                   ) -> list[Any]:
+    """Both sides of :func:`capture_run`: ``capture_fn(model, optimizer, loss, clip_coef, mask)`` after every step.
 
     Gradients are zeroed in place, so a capture that keeps live tensors sees them change in
     later steps (in float64 too, where ``.double()`` returns the tensor itself); each step's
@@ -210,7 +212,7 @@ def _capture_steps(capture_fn: Callable[..., Any], problem: eq.Problem, dtype: t
     """
     model = eq.build_model(problem, dtype)
     optimizer = _grouped_adam(model, problem) if groups else eq.build_adam(model, problem)
-    mine, snapshots = [], []
+    mine = []
     for x, y, mask in problem.batches:
         x, y, mask = x.to(dtype), y.to(dtype), mask.clone()
         optimizer.zero_grad(set_to_none=False)
@@ -218,12 +220,11 @@ def _capture_steps(capture_fn: Callable[..., Any], problem: eq.Problem, dtype: t
         loss.backward()
         coef = eq.clip(model).to(dtype)
         optimizer.step()
-        snapshots.append(eq.snapshot(model, optimizer, loss, coef, mask))
         mine.append(capture_fn(model, optimizer, loss, coef, mask))
         mask.logical_not_()
         loss.detach().add_(1.0)
         coef.add_(1.0)
-    return mine, snapshots
+    return mine
 
 
 Case = tuple[str, State, State, dict[str, float]]
