@@ -1,4 +1,4 @@
-"""The warm kernel template process: ``python kernel_template.py [--sandboxed SCRATCH] [--memory-limit BYTES]``.
+"""The warm kernel template process: ``python kernel_template.py [--sandboxed SCRATCH] [--memory-limit BYTES] [--process-limit N]``.
 
 It imports torch, ipykernel and the course's lesson modules once, starts one forkserver
 for the kernels' ranks (:func:`helpers.cluster.share_forkserver`), prints ``ready``, and
@@ -232,6 +232,9 @@ SCRATCH = "/"  # the sandbox's writable directory (--sandboxed SCRATCH)
 if __name__ == "__main__":
     SCRATCH = _option(sys.argv, "--sandboxed") or SCRATCH
     SANDBOXED, memory_limit = "--sandboxed" in sys.argv, int(_option(sys.argv, "--memory-limit") or 0)
+    process_limit = int(_option(sys.argv, "--process-limit") or 0)
     if memory_limit:  # every process of the sandbox inherits it, and none can raise it
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    if process_limit:  # per user namespace; a root grader's sandboxes are bounded by a pids cgroup instead
+        resource.setrlimit(resource.RLIMIT_NPROC, (process_limit, process_limit))
     _serve()

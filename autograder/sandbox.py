@@ -12,7 +12,11 @@ Every grading kernel, and every process it starts, runs inside a `bubblewrap
 * ``/tmp`` and ``/dev/shm`` are private memory file systems of ``TMPFS_BYTES`` each, and
   one scratch directory is writable (at its host path); nothing else is;
 * it has its own user (uid 65534, no capabilities), pid, network (loopback only), IPC,
-  UTS and cgroup namespaces, and it ends with the process that started it.
+  UTS and cgroup namespaces, and it ends with the process that started it;
+* it holds at most ``PROCESS_LIMIT`` processes and threads at once (:class:`ProcessLimit`): a
+  pids cgroup where the grader may make one (a grader run as root, whose uid the sandbox's
+  user maps to, is exempt from ``RLIMIT_NPROC``), and ``RLIMIT_NPROC`` inside (which binds
+  an unprivileged grader's sandbox, counted per user namespace).
 
 Kernels talk to the grader over ZMQ ``ipc`` sockets in the scratch directory, since no
 network is shared (:mod:`autograder.warm_kernels`).
@@ -27,11 +31,13 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 BWRAP = "bwrap"
 SANDBOX_UID = 65534  # "nobody": the sandbox's user, mapped to the grader's own uid
 TMPFS_BYTES = 1 << 30  # size of the sandbox's /tmp and of its /dev/shm (memory), in bytes
+PROCESS_LIMIT = 512  # processes and threads of one sandbox at once; grading a source (up to 8 ranks) peaks at 97
 PROBE_TIMEOUT_S = 30  # a trivial sandbox that has not run by then counts as unavailable
 OS_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # /usr-merged links (or directories)
 ENV_NAMES = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR",
@@ -175,6 +181,88 @@ def unavailable_reason() -> str:
         detail = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         return f"a trivial sandbox did not run ({detail[0]})"
     return ""
+
+
+def _pids_cgroup() -> str | None:
+    """The directory of this process's cgroup in a pids hierarchy (cgroup v1 ``pids``, or v2 with
+    the pids controller enabled below it) where this process may make a child cgroup; else None."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f]
+        with open("/proc/self/cgroup") as f:
+            own = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        return None
+    for fields in mounts:
+        tail = fields[fields.index("-") + 1:]
+        if tail[0] == "cgroup" and "pids" in tail[2].split(","):
+            relative = next((path for _, controllers, path in own if "pids" in controllers.split(",")), None)
+        elif tail[0] == "cgroup2":
+            relative = next((path for hierarchy, _, path in own if hierarchy == "0"), None)
+        else:
+            continue
+        if relative is None:
+            continue
+        directory = os.path.join(fields[4], relative.lstrip("/"))
+        try:
+            if tail[0] == "cgroup2":
+                with open(os.path.join(directory, "cgroup.subtree_control")) as f:
+                    if "pids" not in f.read().split():
+                        continue
+        except OSError:
+            continue
+        if os.access(directory, os.W_OK):
+            return directory
+    return None
+
+
+class ProcessLimit:
+    """A pids cgroup of at most ``limit`` processes and threads, which a sandbox joins before bwrap starts.
+
+    :meth:`make` returns None where no pids cgroup can be made (no writable pids hierarchy:
+    an unprivileged grader, whose sandboxes ``RLIMIT_NPROC`` bounds instead). Start the
+    sandbox with :meth:`argv` before ``bwrap``'s; :meth:`remove` once the sandbox has ended.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    @classmethod
+    def make(cls, limit: int = PROCESS_LIMIT) -> "ProcessLimit | None":
+        parent = _pids_cgroup()
+        if parent is None:
+            return None
+        try:
+            directory = tempfile.mkdtemp(prefix="course-sandbox-", dir=parent)
+            with open(os.path.join(directory, "pids.max"), "w") as f:
+                f.write(str(limit))
+        except OSError:
+            return None
+        return cls(directory)
+
+    def argv(self) -> list[str]:
+        """A command prefix that joins the cgroup, then execs the rest of the command (bwrap's)."""
+        return [sys.executable, "-S", "-c", "import os, sys; open(sys.argv[1], 'w').write('0'); "
+                "os.execvp(sys.argv[2], sys.argv[2:])", os.path.join(self.directory, "cgroup.procs")]
+
+    def current(self) -> int:
+        """Processes and threads in the cgroup now."""
+        with open(os.path.join(self.directory, "pids.current")) as f:
+            return int(f.read())
+
+    def remove(self, wait_s: float = 5.0) -> None:
+        """Remove the cgroup once it is empty (the sandbox's processes end soon after it; waits ``wait_s`` at most)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                os.rmdir(self.directory)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
 
 
 def nspid(pid: int) -> list[int]:

@@ -159,12 +159,16 @@ class Template:
         self.owner = os.getpid()  # a forked child of this process must not end it (see _forget_in_child)
         self.sandboxed = sandboxed
         self.scratch: str | None = None
+        self.limit: bubblewrap.ProcessLimit | None = None
         if sandboxed:
             self.scratch = tempfile.mkdtemp(prefix="course-sandbox-")
             # The template is the sandbox's init: no kernel can kill or stop it, and all ends with it.
             binds = {str(TEMPLATE_SCRIPT): SANDBOX_SCRIPT}
-            argv = [*bubblewrap.bwrap_argv(self.scratch, cwd="/", ro_binds=binds, as_pid_1=True), "--", sys.executable,
-                    SANDBOX_SCRIPT, "--sandboxed", self.scratch, "--memory-limit", str(MEMORY_LIMIT_BYTES)]
+            self.limit = bubblewrap.ProcessLimit.make()
+            argv = [*(self.limit.argv() if self.limit else []),
+                    *bubblewrap.bwrap_argv(self.scratch, cwd="/", ro_binds=binds, as_pid_1=True), "--", sys.executable,
+                    SANDBOX_SCRIPT, "--sandboxed", self.scratch, "--memory-limit", str(MEMORY_LIMIT_BYTES),
+                    "--process-limit", str(bubblewrap.PROCESS_LIMIT)]
             home = os.path.join(self.scratch, TEMPLATE_HOME)
             bubblewrap.make_home(home)
             env = bubblewrap.sandbox_env(dict(os.environ), home)
@@ -211,6 +215,8 @@ class Template:
         if os.getpid() != self.owner:
             return
         self.stop()
+        if self.limit is not None:
+            self.limit.remove()
         for pipe in (self.process.stdin, self.process.stdout):
             try:
                 pipe.close()
@@ -387,6 +393,7 @@ class WarmKernelManager(AsyncKernelManager):
                         "trusted notebooks only).")
     kernel_dir: str | None = None  # the sandboxed kernel's own directory (host path = sandbox path)
     kernel_tmpdir: str | None = None  # the kernel's TMPDIR
+    process_limit: bubblewrap.ProcessLimit | None = None  # the pids cgroup of a kernel in a sandbox of its own
     sandboxed = False  # whether the kernel being started runs in the sandbox
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
@@ -434,18 +441,23 @@ class WarmKernelManager(AsyncKernelManager):
         await super()._async_launch_kernel(kernel_cmd, **kw)
 
     def _alone(self, kernel_cmd: list[str], launcher: bool, cwd: str) -> list[str]:
-        """``kernel_cmd`` in a sandbox of its own (the kernel's directory), under the memory limit."""
-        limit = [sys.executable, "-S", "-c", "import os, resource, sys; n = int(sys.argv[1]); "
-                 "resource.setrlimit(resource.RLIMIT_AS, (n, n)); os.execvp(sys.argv[2], sys.argv[2:])",
-                 str(MEMORY_LIMIT_BYTES)]
+        """``kernel_cmd`` in a sandbox of its own (the kernel's directory), under the memory and process limits."""
+        limit = [sys.executable, "-S", "-c", "import os, resource, sys; n, p = int(sys.argv[1]), int(sys.argv[2]); "
+                 "resource.setrlimit(resource.RLIMIT_AS, (n, n)); resource.setrlimit(resource.RLIMIT_NPROC, (p, p)); "
+                 "os.execvp(sys.argv[3], sys.argv[3:])", str(MEMORY_LIMIT_BYTES), str(bubblewrap.PROCESS_LIMIT)]
         # Its parent is the sandbox's init, pid 1: ipykernel's parent poller would take it for an orphan.
         tail = ["--IPKernelApp.parent_handle=1"] if launcher else []
-        return [*bubblewrap.bwrap_argv(self.kernel_dir, cwd=cwd), "--", *limit, *kernel_cmd, *tail]
+        self.process_limit = bubblewrap.ProcessLimit.make()
+        join = self.process_limit.argv() if self.process_limit else []
+        return [*join, *bubblewrap.bwrap_argv(self.kernel_dir, cwd=cwd), "--", *limit, *kernel_cmd, *tail]
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         for path in (self.kernel_dir, self.kernel_tmpdir):  # the kernel is dead by now; its ranks follow it
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
+        if self.process_limit is not None:
+            self.process_limit.remove()
+            self.process_limit = None
         _kernel_dirs.discard(self.kernel_dir)
         self.kernel_dir = self.kernel_tmpdir = None

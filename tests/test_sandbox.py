@@ -286,3 +286,14 @@ def test_the_environment_keeps_the_cpu_settings_and_drops_the_rest(tmp_path) -> 
     assert {k: env[k] for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")} == \
         {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
     assert "AWS_SECRET_ACCESS_KEY" not in env and "VIRTUAL_ENV" not in env
+
+
+def test_processes_are_bounded(kernel):
+    """A fork bomb stops at PROCESS_LIMIT tasks in the sandbox (a pids cgroup for a root grader, RLIMIT_NPROC else)."""
+    code = ("import os, signal, time\ndef forks(n):\n    kids = []\n    try:\n        for _ in range(n):\n"
+            "            pid = os.fork()\n            if pid == 0:\n                time.sleep(60)\n                os._exit(0)\n"
+            "            kids.append(pid)\n    except OSError as e:\n        pass\n    for pid in kids:\n"
+            "        os.kill(pid, signal.SIGKILL)\n        os.waitpid(pid, 0)\n    return len(kids)\n")
+    started = kernel.run(code, f"forks({2 * sandbox.PROCESS_LIMIT})", timeout=120)
+    assert 0 < started < sandbox.PROCESS_LIMIT
+    assert kernel.value("forks(8)") == 8  # the processes are gone, and the kernel goes on
