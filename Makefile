@@ -29,7 +29,7 @@ CHECK_BUDGET ?= 900
 
 # tests/suite.py: release --check and store --check, then pytest beside the course check (its
 # report in _build/course-check.log), then the tests marked `alone` (the book build, which runs
-# every chapter, and the load test). pytest's exit code 5 ("no tests collected") is a failure.
+# every chapter; not the load test, `pytest -m load`). pytest's exit code 5 ("no tests collected") is a failure.
 test: setup
 	$(PY) tests/suite.py --check-jobs $(CHECK_JOBS) --check-budget $(CHECK_BUDGET)
 

@@ -2,9 +2,9 @@
 
 Grades every source notebook next to one spinning process per core and requires full
 marks in every cell: the score every source must get (the course check, which ``make
-test`` also runs, requires it of two gradings of each source). Deselect with ``-m "not load"``;
-``make test`` (CI) runs it alone, after the rest. Both passes, idle and loaded:
-``python benchmarks/load_grading.py``.
+test`` also runs, requires it of two gradings of each source, beside pytest). ``make test``
+leaves it out (``tests/suite.py``); run it alone with ``pytest -m load``. Both passes, idle and
+loaded: ``python benchmarks/load_grading.py``.
 """
 from __future__ import annotations
 

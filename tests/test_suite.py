@@ -36,19 +36,19 @@ def test_all_parts_pass(commands: Commands, capsys) -> None:
     assert suite.main([]) == 0
     assert commands.ran[:3] == ["autograder release --check", "autograder store --check",
                                 "autograder store --check as on another CPU"]
-    assert commands.ran[3].endswith("-m not alone") and commands.ran[4].endswith("-m alone")
+    assert commands.ran[3].endswith("-m not alone") and commands.ran[4].endswith("-m alone and not load")
     assert "all parts passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("part", ["release --check", "store --check", "as on another CPU", "-m not alone",
-                                  "course check", "-m alone"])
+                                  "course check", "-m alone and not load"])
 def test_a_failing_part_fails_the_suite(commands: Commands, part: str) -> None:
     commands.exits[part] = 1
     assert suite.main([]) == 1
 
 
 def test_no_tests_collected_is_a_failure(commands: Commands, capsys) -> None:
-    commands.exits["-m alone"] = suite.NO_TESTS_COLLECTED
+    commands.exits["-m alone and not load"] = suite.NO_TESTS_COLLECTED
     assert suite.main([]) == 1
     out = capsys.readouterr().out
     assert "collected no tests: failing" in out and "FAILED: pytest -m alone" in out
