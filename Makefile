@@ -23,8 +23,9 @@ lab: setup
 # Gradings the course check runs at once, each in its own worker process. They wait on kernels and
 # rank processes part of the time: on 2 cores (2026-12-03) 3 at once beat 2 and 4.
 CHECK_JOBS ?= 3
-# Seconds of grading per assignment with CHECK_JOBS at once: 144-281 s each on a clean clone
-# (2026-12-06, 2 cores); the budget leaves about 3x for a slower run and catches a runaway one.
+# Seconds of grading per assignment with CHECK_JOBS at once, beside pytest: 80-168 s each on a
+# clean clone (2026-12-07, 2 cores, mutants graded up to their first lost cell); the budget leaves
+# over 5x for a slower machine and catches a runaway one.
 CHECK_BUDGET ?= 900
 
 # tests/suite.py: release --check and store --check, then pytest beside the course check (its
