@@ -6,9 +6,11 @@
    another CPU (:data:`OTHER_CPU`: torch's portable kernels, MKL's compatible paths, one
    thread), at once (about a minute);
 2. pytest, all but the tests marked ``alone``, and at the same time the course check
-   (``autograder check``): pytest waits on browsers, kernels and time limits much of the
-   time, and the check's gradings fill the cores meanwhile. The check's report goes to
-   ``_build/course-check.log`` and is printed when both have ended;
+   (``autograder check``) as on another CPU (:data:`OTHER_CPU`: hidden tests' verdicts must
+   not depend on the CPU, and one thread per process suits three gradings on 2 cores): pytest
+   waits on browsers, kernels and time limits much of the time, and the check's gradings fill
+   the cores meanwhile. The check's report goes to ``_build/course-check.log`` and is printed
+   when both have ended;
 3. the tests marked ``alone``, with nothing beside them: the book build, which runs every
    chapter (their gloo groups slow down many times beside the check). Not the load test
    (marked ``load``, ``pytest -m load``): the course check in 2 grades every source twice
@@ -73,12 +75,13 @@ def pytest(*args: str) -> int:
 
 
 def pytest_beside_check(jobs: int, budget: float) -> tuple[int, int]:
-    """pytest, all but the tests marked ``alone``, while the course check runs; both exit statuses."""
+    """pytest, all but the tests marked ``alone``, while the course check runs as on another CPU; both exit statuses."""
     CHECK_LOG.parent.mkdir(exist_ok=True)
     start = time.monotonic()
     with open(CHECK_LOG, "w", encoding="utf-8") as log:
         check = subprocess.Popen([sys.executable, "-m", "autograder", "check", "--jobs", str(jobs),
-                                  "--budget", f"{budget:g}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                                  "--budget", f"{budget:g}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                 env={**os.environ, **OTHER_CPU})
         print(f"course check running beside pytest; its report: {CHECK_LOG.relative_to(ROOT)}", flush=True)
         try:
             tests = pytest("-m", "not alone")
