@@ -20,25 +20,18 @@ $(STAMP): requirements.txt requirements-lock.txt pyproject.toml
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=.
 
-# Gradings the course check runs at once, each in its own worker process. They wait on kernels and
-# rank processes part of the time: on 2 cores (2026-12-03) 3 at once beat 2 and 4.
-CHECK_JOBS ?= 3
-# Seconds of grading per assignment with CHECK_JOBS at once, beside pytest: 80-168 s each on a
-# clean clone (2026-12-07, 2 cores, mutants graded up to their first lost cell); the budget leaves
-# over 5x for a slower machine and catches a runaway one.
-CHECK_BUDGET ?= 900
-
-# tests/suite.py: release --check and store --check, then pytest beside the course check (its
+# tests/suite.py: release --check and store --check, then pytest beside the course check (its jobs
+# and time budget: the defaults in autograder/check.py; its
 # report in _build/course-check.log), then the tests marked `alone` (the book build, which runs
 # every chapter; not the load test, `pytest -m load`). pytest's exit code 5 ("no tests collected") is a failure.
 test: setup
-	$(PY) tests/suite.py --check-jobs $(CHECK_JOBS) --check-budget $(CHECK_BUDGET)
+	$(PY) tests/suite.py
 
 release: setup
 	$(PY) -m autograder release
 
 check: setup
-	$(PY) -m autograder check --jobs $(CHECK_JOBS) --budget $(CHECK_BUDGET)
+	$(PY) -m autograder check
 
 store: setup
 	$(PY) -m autograder store

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {release,grade,check}``.
+"""Command line: ``python -m autograder {release,grade,grade-class,check,store,student-copy}``.
 
     python -m autograder release [ASSIGNMENT ...] [--check]
     python -m autograder grade NOTEBOOK [--assignment NAME] [--json]
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from .check import run_check
+from .check import BUDGET_S, JOBS, run_check
 from .course import CourseError
 from .grading import GradeResult, grade_notebook
 from .quiet import captured_output
@@ -57,10 +57,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
     check = commands.add_parser("check", help="prove every assignment grades as promised")
     check.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: all")
-    check.add_argument("--budget", type=float, default=600.0,
-                       help="wall-time budget per assignment in seconds (default 600)")
-    check.add_argument("--jobs", type=int, default=1,
-                       help="assignments checked at once, each in its own process (default 1)")
+    check.add_argument("--budget", type=float, default=BUDGET_S,
+                       help=f"seconds of grading per assignment, summed over its gradings (default {BUDGET_S:g})")
+    check.add_argument("--jobs", type=int, default=JOBS,
+                       help=f"gradings at once, each worker process in its own sandbox (default {JOBS})")
     store = commands.add_parser("store", help="write the chapters' stored results (helpers/stored)")
     store.add_argument("--check", action="store_true", help="only report stored results that are out of date")
     copy = commands.add_parser("student-copy", help="write what students get (no solutions, no hidden tests)")

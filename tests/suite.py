@@ -31,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from autograder.check import BUDGET_S, JOBS  # noqa: E402
 from autograder.store import OTHER_CPU  # noqa: E402  (stored results must hold as another CPU rounds, too)
 CHECK_LOG = ROOT / "_build" / "course-check.log"
 NO_TESTS_COLLECTED = 5
@@ -98,8 +99,8 @@ def pytest_beside_check(jobs: int, budget: float) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     """Run the three parts; 0 when all passed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check-jobs", type=int, default=3, help="gradings the course check runs at once")
-    parser.add_argument("--check-budget", type=float, default=900, help="seconds of grading per assignment")
+    parser.add_argument("--check-jobs", type=int, default=JOBS, help="gradings the course check runs at once")
+    parser.add_argument("--check-budget", type=float, default=BUDGET_S, help="seconds of grading per assignment")
     args = parser.parse_args(argv)
     store = [sys.executable, "-m", "autograder", "store", "--check"]
     codes = run_at_once({
