@@ -42,8 +42,10 @@ def chapters() -> list:
     return params
 
 
-def test_every_chapter_is_checked() -> None:
-    assert len(list(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))) >= 9
+def test_every_assignment_has_its_chapter_and_no_chapter_is_alone() -> None:
+    chapters = {path.stem for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")}
+    assignments = {path.name for path in (NOTEBOOKS.parent / "source").glob("[0-9][0-9]_*") if path.is_dir()}
+    assert assignments and chapters == assignments, (sorted(chapters ^ assignments))
 
 
 @pytest.mark.parametrize("path", chapters())
