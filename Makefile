@@ -20,10 +20,10 @@ $(STAMP): requirements.txt requirements-lock.txt pyproject.toml
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=.
 
-# tests/suite.py: release --check and store --check, then pytest beside the course check (its jobs
-# and time budget: the defaults in autograder/check.py; its
-# report in _build/course-check.log), then the tests marked `alone` (the book build, which runs
-# every chapter; not the load test, `pytest -m load`). pytest's exit code 5 ("no tests collected") is a failure.
+# tests/suite.py: release --check and store --check, then pytest beside the course check (jobs and
+# time budget: autograder/check.py; report in _build/course-check.log), then the tests marked
+# `alone` (the book build, which runs every chapter; not the load test, `pytest -m load`).
+# pytest's exit code 5 ("no tests collected") is a failure.
 test: setup
 	$(PY) tests/suite.py
 

@@ -33,28 +33,31 @@ packages = ["helpers"]
 helpers = ["stored/*.json"]
 '''
 
-MAKEFILE = '''# `make lab`: create .venv if needed, install the pinned dependencies, open JupyterLab.
-VENV ?= .venv
-PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+STUDENT_TARGETS = ("setup", "$(STAMP)", "lab", "book")
+STUDENT_HEADER = ("# `make lab`: create .venv if needed, install the pinned dependencies, open JupyterLab.\n"
+                  "# `make book`: the chapters as a static site.")
 
-.PHONY: setup lab book
 
-setup: $(STAMP)
+def student_makefile(course: str) -> str:
+    """The course's Makefile cut to what a student runs: its variables and its setup, lab and book rules.
 
-$(STAMP): requirements.txt requirements-lock.txt pyproject.toml
-\t@test -x $(PY) || python3 -m venv $(VENV)
-\t$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c requirements-lock.txt
-\t$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
-\t@touch $@
+    Blocks are separated by blank lines; a rule block is kept with its comments when its target
+    is one of :data:`STUDENT_TARGETS`.
+    """
+    kept = []
+    for block in course.strip("\n").split("\n\n"):
+        lines = block.splitlines()
+        code = [line for line in lines if not line.startswith("#")]
+        if not code:
+            continue
+        if "?=" in code[0] or ":=" in code[0]:
+            kept.append("\n".join([STUDENT_HEADER, *code]))
+        elif code[0].startswith(".PHONY:"):
+            kept.append(".PHONY: " + " ".join(t for t in STUDENT_TARGETS if not t.startswith("$")))
+        elif code[0].split(":")[0] in STUDENT_TARGETS:
+            kept.append(block)
+    return "\n\n".join(kept) + "\n"
 
-lab: setup
-\t$(VENV)/bin/jupyter lab --notebook-dir=.
-
-# The chapters as a static site with progress kept in your browser: open _build/book/index.html.
-book: setup
-\t$(PY) book/build.py
-'''
 
 NBGRADER_CONFIG = '''"""nbgrader settings for Validate in the student copy (the grading settings stay with the instructor)."""
 c = get_config()  # noqa: F821
@@ -100,7 +103,7 @@ def make_student_copy(dest: Path | str, root: Path | str | None = None) -> Path:
         else:
             raise CourseError(f"{src} is missing: the student copy needs it")
     (dest / "pyproject.toml").write_text(PYPROJECT)
-    (dest / "Makefile").write_text(MAKEFILE)
+    (dest / "Makefile").write_text(student_makefile((root / "Makefile").read_text(encoding="utf-8")))
     (dest / "nbgrader_config.py").write_text(NBGRADER_CONFIG)
     (dest / "README.md").write_text(README)
     return dest

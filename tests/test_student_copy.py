@@ -45,6 +45,16 @@ def test_copy_has_no_instructor_side(copy):
         assert (copy / name).is_file(), name
 
 
+def test_the_copy_makefile_is_the_course_makefile_cut_to_setup_lab_and_book(copy):
+    course = (Path(__file__).resolve().parents[1] / "Makefile").read_text().split("\n\n")
+    student = (copy / "Makefile").read_text()
+    for target in ("setup:", "$(STAMP):", "lab:", "book:"):  # each rule with its comments, as the course has it
+        block = next(b for b in course if any(line.startswith(target) for line in b.splitlines()))
+        assert block in student, target
+    assert not any(f"\n{target}:" in student for target in ("test", "check", "release", "store", "grade", "bench"))
+    assert "autograder" not in student and ".PHONY: setup lab book\n" in student
+
+
 def test_student_helpers_never_import_the_instructor_side(copy):
     for path in (copy / "helpers").rglob("*.py"):
         tree = ast.parse(path.read_text())
