@@ -5,6 +5,10 @@ grading completes; its feedback shows no hidden-test line; notebooks whose solut
 delegate to the student-side helpers score 0; every mutant loses points; grading the source
 twice gives identical per-cell scores; and everything fits in a wall-time budget.
 
+Grading the source also records what of the ``autograder`` package it sent into the kernel:
+only what each lesson module declares in ``KERNEL_SIDE`` (drivers, stand-ins, hidden models),
+never a reference or an expected value.
+
 A mutant's grading is a short one: it runs the test cells from the replaced solution cell on,
 and stops at the first graded cell that loses points (``GuardedExecute.mutant_of``), so its
 row names that cell and its score is that of the cells run, not the notebook's.
@@ -14,6 +18,7 @@ from __future__ import annotations
 import html
 import multiprocessing
 import shutil
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -25,6 +30,7 @@ from typing import Callable, Iterator, TextIO
 
 from nbformat import NotebookNode
 
+from . import verdicts
 from .course import (CourseError, course_root, read_notebook, release_notebook, resolve_assignments,
                      source_notebook)
 from .delegation import delegation_notebooks, leftover_notebook
@@ -184,6 +190,15 @@ def assignment_tasks(assignment: str, root: Path) -> list[Task | Row]:
             Task(assignment, "source again (deterministic)", "source_again", source, None)]
 
 
+def kernel_side_row(assignment: str, shipped: set[str]) -> Row:
+    """Everything of the grader that grading sent into the kernel is declared kernel-side by its module."""
+    undeclared = sorted(name for name in shipped if name.rpartition(".")[2] not in getattr(
+        sys.modules.get(name.rpartition(".")[0]), "KERNEL_SIDE", ()))
+    return Row(assignment, "kernel gets only kernel-side code", not undeclared,
+               detail=f"sent, not in its module's KERNEL_SIDE: {', '.join(undeclared)}" if undeclared else
+               f"{len(shipped)} declared object(s)")
+
+
 def check_feedback(assignment: str, course: ScratchCourse, student: str, source) -> Row:
     """The feedback of a graded submission shows no line of the hidden tests."""
     try:
@@ -229,10 +244,13 @@ def run_task(task: Task, root: Path) -> tuple[list[Row], GradeResult | None]:
         course = _course(task.assignment, root)
     except Exception as exc:  # e.g. generate_assignment failed: report, go on with the next
         return [Row(task.assignment, task.what, False, detail=f"setup failed: {first_line(exc)}")], None
+    verdicts.SHIPPED.clear()
     row, result = attempt(task.assignment, task.what,
                           partial(course.grade, task.notebook, task.student, task.mutant_of),
                           task.verdict or _not_judged)
     rows = [row]
+    if task.what == "source" and result is not None:
+        rows.append(kernel_side_row(task.assignment, set(verdicts.SHIPPED)))
     if task.hidden_from is not None and result is not None:
         rows.append(check_feedback(task.assignment, course, task.student, task.hidden_from))
     return rows, result

@@ -263,3 +263,18 @@ def test_a_mutant_naming_its_test_must_lose_points_there_first(tmp_path):
     path.parent.mkdir()
     path.write_text(MUTANT.replace("# catches", "# caught_by: test_add_hidden\n# catches"))
     assert parse_mutant(path).caught_by == "test_add_hidden"
+
+
+def test_grading_may_send_the_kernel_only_what_a_lesson_declares_kernel_side():
+    from autograder import verdicts
+    from autograder.check import kernel_side_row
+    from autograder.lessons import l03
+
+    verdicts.SHIPPED.clear()
+    verdicts.shipped_request("run", l03.train_on_rank, (l03.CountedWaits,), {})
+    assert verdicts.SHIPPED == {"autograder.lessons.l03.train_on_rank", "autograder.lessons.l03.CountedWaits"}
+    assert kernel_side_row("03", verdicts.SHIPPED).ok
+    verdicts.shipped_request("call", l03.communication_schedule, (), {})  # a reference: never for the kernel
+    row = kernel_side_row("03", verdicts.SHIPPED)
+    assert not row.ok and "autograder.lessons.l03.communication_schedule" in row.detail
+    verdicts.SHIPPED.clear()

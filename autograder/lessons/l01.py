@@ -36,6 +36,24 @@ from helpers.reference import (Batch, Perturb, PerRankInit, SameInit, State, ali
 
 from .costs import ring_allreduce_bytes
 
+# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
+# expected value. The course check fails a source grading that ships anything else of this module.
+KERNEL_SIDE = frozenset({
+    "RowProbe",
+    "ScratchBufferMLP",
+    "UnusedHead",
+    "aligned_in_subgroup_on_rank",
+    "aligned_scratch_on_rank",
+    "average_in_subgroup_on_rank",
+    "average_synthetic_on_rank",
+    "broadcast_all_buffers_on_rank",
+    "broadcast_in_subgroup_on_rank",
+    "ddp_train",
+    "frozen_batchnorm_mlp",
+    "in_subgroup",
+    "train_with_ddp_on_rank",
+})
+
 TIMEOUT_S = 20.0  # per distributed call of a hidden test
 # Ship this module's rank-side drivers by value: a rank then never imports the autograder
 # package (its nbgrader imports cost seconds per rank process). The drivers use only torch

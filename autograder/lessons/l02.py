@@ -30,6 +30,13 @@ from helpers import denominator as D
 from helpers.data import tensors_to_json, uneven_window
 from helpers.reference import State, state_of, to_float64
 
+# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
+# expected value. The course check fails a source grading that ships anything else of this module.
+KERNEL_SIDE = frozenset({
+    "padded_loss_and_gradient",
+    "train_in_subgroup_on_rank",
+})
+
 Window = Sequence[D.MicroBatches]  # window[rank][k]
 # Ship this module's kernel-side drivers by value: the notebook's kernel never imports the
 # autograder package. The drivers use only torch and helpers.

@@ -32,6 +32,16 @@ from helpers.models import OutOfOrderMLP, TinyMLP, make_regression_batch
 from helpers.reference import grads_of, mean_of, mse, rank_shard, state_of
 from helpers.slow_network import SlowNetwork
 
+# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
+# expected value. The course check fails a source grading that ships anything else of this module.
+KERNEL_SIDE = frozenset({
+    "CountedWaits",
+    "OwnWaitNetwork",
+    "_OwnWork",
+    "backwards_on_rank",
+    "train_on_rank",
+})
+
 Schedule = list[tuple[float, float, float]]
 # Ship this module's rank-side code by value: a rank then never imports the autograder package
 # (its nbgrader imports cost seconds per rank process, far more on a loaded machine).

@@ -32,6 +32,13 @@ from helpers.reference import Batch, SameInit, frozen_first, make_batches, mse, 
 
 from .costs import adam_memory_bytes, ring_allreduce_bytes, ring_broadcast_bytes, zero_memory_parts
 
+# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
+# expected value. The course check fails a source grading that ships anything else of this module.
+KERNEL_SIDE = frozenset({
+    "IntermittentMLP",
+    "idle_mlp",
+})
+
 TIMEOUT_S = 20.0  # per distributed call of a hidden test
 # Ship this module's rank-side drivers by value: a rank then never imports the autograder
 # package (its nbgrader imports cost seconds per rank process). The drivers use only torch

@@ -40,6 +40,15 @@ from helpers.data import tensors_to_json
 from helpers.models import TinyLM, shard_batch
 from helpers.reference import SameInit, make_batches, mse, rank_shard, state_of
 
+# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
+# expected value. The course check fails a source grading that ships anything else of this module.
+KERNEL_SIDE = frozenset({
+    "RecordingUnit",
+    "recorded_train_on_rank",
+    "step_shards_by_hand",
+    "train_in_subgroup_on_rank",
+})
+
 Event = tuple[str, int]
 _GATHERS = ("all_gather_single", "all_gather_into_tensor")
 _SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
