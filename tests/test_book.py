@@ -204,14 +204,14 @@ def test_failing_cell_fails_the_build(tmp_path: Path) -> None:
 
 
 def test_hanging_cell_fails_the_build(tmp_path: Path) -> None:
+    # The outcome, not the build's duration: a cell timeout that did not work would let the
+    # cell end after its 60 s sleep, and the build would pass.
     chapters = _broken_chapter(tmp_path / "chapters", "import time\ntime.sleep(60)")
-    start = time.monotonic()
     proc = run_build(tmp_path / "html", "--chapters", str(chapters), "--cell-timeout", "3")
     log = proc.stdout + proc.stderr
     assert proc.returncode == 1, log[-3000:]
     assert f"chapter failed: {chapters / '01_broken.ipynb'}" in log, log[-3000:]
     assert "timed out" in log and "time.sleep(60)" in log, log[-3000:]
-    assert time.monotonic() - start < 50
 
 
 def test_a_second_build_runs_only_the_chapter_that_changed(tmp_path: Path) -> None:
@@ -251,7 +251,7 @@ def site(book: Path) -> Iterator[str]:
                             cwd=book.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a hang guard: it starts in well under a second
         while True:
             try:
                 urllib.request.urlopen(f"{base}/html/index.html", timeout=2).close()

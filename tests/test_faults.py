@@ -53,7 +53,7 @@ def test_a_frozen_rank_does_not_outlive_the_call() -> None:
     old = run(_pid, world_size=2)
     faults.run_with_faults(_steps_in_group_with_timeout, 3, faults=[faults.freeze(0, "batch", 1)],
                            world_size=2, timeout=30)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # the call has ended them; the wait only turns a hang into a failure
     while any(_running(p) for p in old) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_running(p) for p in old), "the frozen rank and its peer must be gone after the call"

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from autograder.lessons import l10
+from hang_guard import hang_guard
 from helpers import faults
 from helpers import restart as lesson
 from helpers.cluster import CollectiveTimeout, RankError, run
@@ -28,7 +29,8 @@ def _pid() -> int:
     return os.getpid()
 
 
-def _gone(pids: list[int], within: float = 10.0) -> bool:
+def _gone(pids: list[int], within: float = 60.0) -> bool:
+    """Whether all ``pids`` have ended, waiting for them up to ``within`` seconds (a hang guard, not a speed limit)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids):
@@ -46,9 +48,11 @@ def test_kill_reports_what_the_survivors_saw_and_the_restart_gets_fresh_ranks() 
     assert isinstance(report.error, RankError) and report.results is None
     killed, survivors = report.views[1], [report.views[0], report.views[2]]
     assert killed.outcome == "kill" and "batch' #3" in killed.what
-    for view in survivors:  # gloo: a dead peer fails the next collective at once
+    # gloo: a dead peer fails the next collective at once. The survivors' own report says so: run()
+    # gives the others ERROR_GRACE (1 s) once a rank died, then kills them, and a survivor still
+    # waiting in the collective then would have written nothing ("no report").
+    for view in survivors:
         assert view.outcome == "raised" and "Connection" in view.what, view
-        assert view.seconds is not None and view.seconds < 10
     assert "rank 1: hit fault: kill rank 1" in str(report)
     assert _gone(old), "the old group's processes must all be gone"
     new = run(_pid, world_size=3)
@@ -57,10 +61,12 @@ def test_kill_reports_what_the_survivors_saw_and_the_restart_gets_fresh_ranks() 
 
 
 def test_stall_is_bounded_by_the_timeout() -> None:
-    start = time.monotonic()
-    report = faults.run_with_faults(_steps, 4, faults=[faults.stall(2, "collective", 2)], world_size=3, timeout=3)
+    # Rank 2 sleeps an hour: the verdict that names the 3 s timeout is the bound (the hard bound,
+    # 18 s here, would report ranks still computing; no bound at all would trip the hang guard).
+    with hang_guard("a stalled rank"):
+        report = faults.run_with_faults(_steps, 4, faults=[faults.stall(2, "collective", 2)], world_size=3, timeout=3)
     assert isinstance(report.error, CollectiveTimeout)
-    assert time.monotonic() - start < 20
+    assert "did not finish within 3 s and then made no progress" in str(report.error), report.error
     assert report.views[2].outcome == "stall"
     assert [v.outcome for v in report.views[:2]] == ["no report", "no report"]  # still waiting in the collective
     assert run(_steps, 1, world_size=3) == [[3.0, 3.0]] * 3
