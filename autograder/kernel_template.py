@@ -177,16 +177,24 @@ def _clear_tmp(scratch: str) -> None:
 def _start_forkserver() -> str:
     """Start the forkserver the kernels' ranks are forked from; its address.
 
-    It imports this file too (as :data:`MODULE`, found through ``PYTHONPATH``), which makes
-    it undumpable, as the ranks it forks then are.
+    It imports this file first (as :data:`MODULE`, found through ``PYTHONPATH``), which makes
+    it undumpable, as the ranks it forks then are. It serves a request only once its preload
+    has run, so one no-op process started through it here means no kernel starts while the
+    forkserver could still be traced.
     """
+    import multiprocessing
+
     from helpers import cluster
 
     preload, saved = cluster.RANK_PRELOAD, os.environ.get("PYTHONPATH")
-    cluster.RANK_PRELOAD = (*preload, MODULE)
+    cluster.RANK_PRELOAD = (MODULE, *preload)
     os.environ["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)), *filter(None, [saved])])
     try:
-        return cluster.share_forkserver()
+        address = cluster.share_forkserver()
+        probe = multiprocessing.get_context("forkserver").Process(target=os.getpid)
+        probe.start()
+        probe.join()
+        return address
     finally:  # a kernel that starts its own forkserver neither finds nor needs this file
         cluster.RANK_PRELOAD = preload
         if saved is None:
