@@ -20,9 +20,9 @@ $(STAMP): requirements.txt requirements-lock.txt pyproject.toml
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=.
 
-# tests/suite.py: release --check and store --check, then pytest beside the course check (jobs and
-# time budget: autograder/check.py; report in _build/course-check.log), then the tests marked
-# `alone` (the book build, which runs every chapter; not the load test, `pytest -m load`).
+# tests/suite.py: ruff check, release --check and store --check, then pytest beside the course
+# check (jobs and time budget: autograder/check.py; report in _build/course-check.log), then the
+# tests marked `alone` (the book build, which runs every chapter; not the load test, `pytest -m load`).
 # pytest's exit code 5 ("no tests collected") is a failure.
 test: setup
 	$(PY) tests/suite.py

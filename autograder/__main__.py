@@ -149,7 +149,8 @@ def cmd_student_copy(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
-    commands = {"release": cmd_release, "grade": cmd_grade, "grade-class": cmd_grade_class, "check": cmd_check, "store": cmd_store, "student-copy": cmd_student_copy}
+    commands = {"release": cmd_release, "grade": cmd_grade, "grade-class": cmd_grade_class, "check": cmd_check,
+                "store": cmd_store, "student-copy": cmd_student_copy}
     try:
         if args.command in ("grade-class", "check"):  # for credit: no sandbox, no grading (one line, exit 2)
             use_sandbox("required")

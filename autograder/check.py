@@ -347,6 +347,7 @@ def run_check(assignments: list[str], root: Path | str | None = None, budget: fl
             try:
                 rows, result = future.result()
             except Exception as exc:  # noqa: BLE001 - a worker that died: report, go on
-                rows, result = [Row(task.assignment, task.what, False, detail=f"worker failed: {first_line(exc)}")], None
+                rows, result = [Row(task.assignment, task.what, False,
+                                    detail=f"worker failed: {first_line(exc)}")], None
             report.graded(task, rows, result)
     return report.finish()

@@ -279,7 +279,8 @@ class ScratchCourse:
     def feedback(self, student: str) -> str:
         """The feedback HTML nbgrader's ``generate_feedback`` writes for ``student`` (after :meth:`grade`)."""
         name = self.assignment
-        check_api_result(self.api.generate_feedback(name, student, force=True), f"generate_feedback {name} for {student}")
+        check_api_result(self.api.generate_feedback(name, student, force=True),
+                         f"generate_feedback {name} for {student}")
         return (self.workdir / "feedback" / student / name / f"{name}.html").read_text(encoding="utf-8")
 
     def read_grades(self, student: str, notes: list[str]) -> tuple[list[CellGrade], float, float]:

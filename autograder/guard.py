@@ -248,7 +248,8 @@ class GuardedExecute(Execute):
                 run_sync(self.km.interrupt_kernel)()
                 self._quiet("", {}, INTERRUPT_REPLY_S)  # answered once the interrupted request has ended
             except (TimeoutError, DeadKernelError):
-                self._fault = f"the kernel did not respond in this cell (not even to an interrupt after {seconds:.0f} s)"
+                self._fault = ("the kernel did not respond in this cell "
+                               f"(not even to an interrupt after {seconds:.0f} s)")
             raise KernelTimeout(self._fault) from None
         result = reply.get("user_expressions", {}).get("answer", {})
         if result.get("status") != "ok":
@@ -274,7 +275,8 @@ class GuardedExecute(Execute):
             self._fresh_kernel()
         if any(o.output_type == "error" and o.ename == TIME_LIMIT for o in cell.outputs):
             # the interrupt's KeyboardInterrupt says less than the limit that caused it
-            cell.outputs = [o for o in cell.outputs if not (o.output_type == "error" and o.ename == "KeyboardInterrupt")]
+            cell.outputs = [o for o in cell.outputs
+                            if not (o.output_type == "error" and o.ename == "KeyboardInterrupt")]
         if _meta(cell).get("grade_id"):
             CELL_SECONDS[_meta(cell)["grade_id"]] = time.monotonic() - start
         return cell

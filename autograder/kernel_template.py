@@ -1,4 +1,6 @@
-"""The warm kernel template process: ``python kernel_template.py [--sandboxed SCRATCH] [--memory-limit BYTES] [--process-limit N]``.
+"""The warm kernel template process:
+
+    python kernel_template.py [--sandboxed SCRATCH] [--memory-limit BYTES] [--process-limit N]
 
 It imports torch, ipykernel and the course's lesson modules once, starts one forkserver
 for the kernels' ranks (:func:`helpers.cluster.share_forkserver`), prints ``ready``, and

@@ -196,7 +196,8 @@ def _problem(node: ast.AST, modules: set[str], sys_aliases: set[str]) -> str | N
         return f"uses {node.id}"
     if isinstance(node, ast.Attribute) and node.attr in BANNED_ATTRIBUTES:
         return f"uses the attribute {node.attr}"
-    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in BANNED_ATTRIBUTES | BANNED_NAMES:
+    if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value in BANNED_ATTRIBUTES | BANNED_NAMES):
         return f"names {node.value!r}"
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in BANNED_METHODS:
         return f"defines {node.name}, which can make a wrong result compare as right"

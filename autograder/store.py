@@ -75,7 +75,8 @@ def agree(stored: Any, fresh: Any, rounding: Rounding, path: str = "") -> str | 
                      if (d := agree(a, b, rounding, f"{path}[{i}]"))), None)
     if type(stored) is float and type(fresh) is float and (rounding.rel_tol or rounding.abs_tol):
         same = abs(stored - fresh) <= rounding.rel_tol * max(abs(stored), abs(fresh)) + rounding.abs_tol
-        return None if same else f"{path}: {stored!r} != {fresh!r} (beyond rel_tol {rounding.rel_tol:g}, abs_tol {rounding.abs_tol:g})"
+        return None if same else (f"{path}: {stored!r} != {fresh!r} "
+                                  f"(beyond rel_tol {rounding.rel_tol:g}, abs_tol {rounding.abs_tol:g})")
     if type(stored) is float and type(fresh) is float and rounding.factor > 1:
         same = stored == fresh or (stored * fresh > 0 and max(abs(stored), abs(fresh))
                                    <= rounding.factor * min(abs(stored), abs(fresh)))

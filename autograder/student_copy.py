@@ -59,11 +59,12 @@ def student_makefile(course: str) -> str:
     return "\n\n".join(kept) + "\n"
 
 
-NBGRADER_CONFIG = '''"""nbgrader settings for Validate in the student copy (the grading settings stay with the instructor)."""
-c = get_config()  # noqa: F821
-c.Execute.timeout = 300
-c.Execute.kernel_name = "python3"
-'''
+NBGRADER_CONFIG = (
+    '"""nbgrader settings for Validate in the student copy (the grading settings stay with the instructor)."""\n'
+    'c = get_config()  # noqa: F821\n'
+    'c.Execute.timeout = 300\n'
+    'c.Execute.kernel_name = "python3"\n'
+)
 
 README = '''# Replicate computation and shard training state (student copy)
 

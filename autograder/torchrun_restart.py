@@ -11,9 +11,9 @@ With ``COURSE_FAULT=kill:<rank>:batch:<k>`` in the environment, that rank kills 
 other workers and starts the whole group again (``TORCHELASTIC_RESTART_COUNT`` = 1), and the
 new workers resume from the last committed checkpoint. A restarted worker starts from other
 seeds and initial weights than the first attempt's (:func:`helpers.restart.as_restart` with the
-restart count), so only a checkpoint that is loaded makes it end like an uninterrupted run. At the end each worker writes its
-parameters, optimizer state, data cursor and next random draws to ``<out>/rank<r>.pt`` and
-prints one line per event (``[attempt a, rank r] ...``) on stdout.
+restart count), so only a checkpoint that is loaded makes it end like an uninterrupted run. At
+the end each worker writes its parameters, optimizer state, data cursor and next random draws
+to ``<out>/rank<r>.pt`` and prints one line per event (``[attempt a, rank r] ...``) on stdout.
 
 On one machine the workers are started with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``
 (:func:`launch`): by default torch 2.13's workers use the elastic agent's TCPStore for their

@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{count} {kind}" for kind, count in mix.items()))
         print(f"stock sequential nbgrader autograde: {result.stock_s:.1f} s (exit {result.stock_exit})")
         print(f"python -m autograder grade-class --jobs {args.jobs}: {result.ours_s:.1f} s (exit {result.ours_exit})")
-        print(f"ratio: {result.stock_s / result.ours_s:.2f}x; scores {'identical' if not result.differ else 'DIFFERENT'}")
+        print(f"ratio: {result.stock_s / result.ours_s:.2f}x; "
+              f"scores {'identical' if not result.differ else 'DIFFERENT'}")
         return 1 if result.differ else 0
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -64,7 +64,8 @@ def differences(idle: dict[str, dict[str, float]], loaded: dict[str, GradeResult
         for grade_id, score in expected.items():
             other = second.get(grade_id)
             if other is None or other.score != score:
-                got = "missing" if other is None else f"{other.score:g} ({other.message.splitlines()[0] if other.message else ''})"
+                got = ("missing" if other is None
+                       else f"{other.score:g} ({other.message.splitlines()[0] if other.message else ''})")
                 found.append(f"{name} {grade_id}: idle {score:g}, loaded {got}")
     return found
 

@@ -376,7 +376,8 @@ def assert_window_communication(
                              f"(float32[{grad_numel}]) for {num_windows} windows, expected {num_windows}.{hint}")
 
 
-def assert_skipped_together(per_rank: Sequence[dict[str, Any] | None], expected_steps: Sequence[bool], case: str) -> None:
+def assert_skipped_together(per_rank: Sequence[dict[str, Any] | None], expected_steps: Sequence[bool],
+                            case: str) -> None:
     """Every rank reports the expected step/skip pattern and the replicas are still identical."""
     outs = [o for o in per_rank if o is not None]
     for k, o in enumerate(outs):

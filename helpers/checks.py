@@ -63,7 +63,8 @@ def first_difference(
         if atol == 0.0 and rtol == 0.0:
             if x.dtype != y.dtype or not torch.equal(x, y):
                 diff = max_abs_diff(x, y) if x.is_floating_point() or y.is_floating_point() else None
-                where = int((x.double() != y.double()).reshape(-1).nonzero()[0]) if x.dtype == y.dtype and x.numel() else 0
+                where = (int((x.double() != y.double()).reshape(-1).nonzero()[0])
+                         if x.dtype == y.dtype and x.numel() else 0)
                 extra = f", max |diff| {diff:.3g}" if diff is not None else ""
                 return f"{name!r} ({x.dtype}) differs, first at flat index {where}{extra}"
         elif not torch.allclose(x.double(), y.double(), atol=atol, rtol=rtol):

@@ -727,7 +727,8 @@ def _diagnose(pool: _Pool, outcome: _Outcome, ledger: Ledger, timeout: float, ru
                    f"peers follow from it.\nper-rank status:\n{status}")
         if tail.strip():
             message += f"\nlast output of rank {rank}:\n{tail}"
-        return RankError(f"{message}\n{restarted}", rank, "ProcessDied", tail, f"process died ({_exit_reason(outcome.died[rank])})")
+        return RankError(f"{message}\n{restarted}", rank, "ProcessDied", tail,
+                         f"process died ({_exit_reason(outcome.died[rank])})")
 
     if outcome.errors:
         rank = min(outcome.errors)

@@ -79,7 +79,8 @@ def tiny_lm(seed: int, **kwargs: Any) -> nn.Module:
         return TinyLM(**{**LESSON_LM, **kwargs})
 
 
-# --------------------------------------------------------------------------- drivers (run with the notebook's code: remote.call, cluster.run)
+# --------------------------------------------------------------------------- drivers
+# (run with the notebook's code: remote.call, cluster.run)
 
 MaskSpec = tuple[int, int, int]  # (rows, time, valid tokens) of one micro-batch mask
 

@@ -4,8 +4,9 @@ An **update state** is a flat ``dict[str, Tensor]`` per optimizer step with the 
 ``loss``, ``clip_coef``, ``mask``, ``grad/<name>``, ``param/<name>``, ``exp_avg/<name>``,
 ``exp_avg_sq/<name>``, ``step/<name>``. The course's checker judges a run against the float64
 reference with a relative 2-norm tolerance per key, calibrated on a known-correct run at the
-run's precision (``SAFETY`` times that run's worst error, never below float32's epsilon). Its verdicts, and the errors it measured, are computed on the instructor side and
-stored with the course (:mod:`helpers.stored`); the functions here only draw them:
+run's precision (``SAFETY`` times that run's worst error, never below float32's epsilon). Its
+verdicts, and the errors it measured, are computed on the instructor side and stored with the
+course (:mod:`helpers.stored`); the functions here only draw them:
 
 * ``load("09_zoo")``: per zoo run and step, each key's relative 2-norm error, its
   **tolerance ratio** ``||c - r||_2 / (tolerance * ||r||_2 + 1e-12)`` (below 1 passes),

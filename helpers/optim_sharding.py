@@ -438,7 +438,8 @@ def assert_consolidated(
         raise AssertionError(f"param_groups must be one group with params {list(range(len(param_names)))}")
     for key, value in hyper.items():
         got = groups[0].get(key)
-        if (tuple(got) if isinstance(got, (list, tuple)) else got) != (tuple(value) if isinstance(value, (list, tuple)) else value):
+        if ((tuple(got) if isinstance(got, (list, tuple)) else got)
+                != (tuple(value) if isinstance(value, (list, tuple)) else value)):
             raise AssertionError(f"param_groups[0][{key!r}] is {got!r}, expected {value!r}")
     by_name = {param_names[i]: (s["exp_avg"], s["exp_avg_sq"], float(s["step"])) for i, s in sd["state"].items()}
     _assert_moments_close(by_name, expected, "consolidated state dict", atol, rtol)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from helpers.checks import first_difference

@@ -219,7 +219,8 @@ def plot_allreduce_bytes(
         pts = sorted(by_ws.items())
         color = _COLORS[(len(models) + k) % len(_COLORS)]
         ax_rel.plot([n for n, _ in pts], [v / (m * b) for _, v in pts], "o", ms=9,
-                    mfc="none", mew=2, color=color, label=f"ledger (recorded elements, ring model), {m}-element gradient")
+                    mfc="none", mew=2, color=color,
+                    label=f"ledger (recorded elements, ring model), {m}-element gradient")
     ax_rel.set_xscale("log", base=2)
     ax_rel.set_ylim(0.9, 2.1)
     ax_rel.set_xlabel("world size N (ranks)")
@@ -266,7 +267,8 @@ def plot_allreduce_time(
     """
     if len(world_sizes) != len(bytes_per_rank) or world_size not in world_sizes:
         raise ValueError("need one byte count per world size, and world_size among them")
-    terms = [alpha_beta_allreduce_time(v, n, bandwidth_bytes_per_s, latency_s) for n, v in zip(world_sizes, bytes_per_rank)]
+    terms = [alpha_beta_allreduce_time(v, n, bandwidth_bytes_per_s, latency_s)
+             for n, v in zip(world_sizes, bytes_per_rank)]
     lat, bw = zip(*terms)
     total = [a + b for a, b in terms]
     fig = Figure(figsize=(7, 3.6), layout="constrained")

@@ -283,9 +283,9 @@ def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, nu
             raise AssertionError(f"rank {rank}, depth {depth}: the forward returned {type(r['out']).__name__}, not "
                                  f"the output tensor of shape {tuple(r['expected'].shape)}.")
         if not torch.allclose(r["out"], r["expected"], atol=1e-6, rtol=1e-5):
-            raise AssertionError(f"rank {rank}, depth {depth}: the output differs from the unsharded model: was a unit "
-                                 f"computed before its all-gather's wait() returned (a landing buffer holds zeros until "
-                                 f"then)?")
+            raise AssertionError(f"rank {rank}, depth {depth}: the output differs from the unsharded model: "
+                                 f"was a unit computed before its all-gather's wait() returned (a landing buffer "
+                                 f"holds zeros until then)?")
         for u, live in enumerate(r["materialised"]):
             expected = list(range(u, min(u + depth, num_units - 1) + 1))
             if len(live) > depth + 1:

@@ -287,8 +287,8 @@ def plot_depth_tradeoff(scenario: dict[str, Any], budget_bytes: float | None = N
     elif chosen is None:
         status = f"no depth fits {format_bytes(budget_bytes)}"
     else:
-        status = (f"within {format_bytes(budget_bytes)}: run d = {chosen} (exposed {rows[chosen]['exposed_s'] * MS:.3g} "
-                  f"ms), the deepest that fits is d = {deepest}")
+        status = (f"within {format_bytes(budget_bytes)}: run d = {chosen} "
+                  f"(exposed {rows[chosen]['exposed_s'] * MS:.3g} ms), the deepest that fits is d = {deepest}")
     ax_e.set_title("Deeper prefetch hides communication ...", fontsize=9, loc="left")
     ax_m.set_title("... and holds more memory (grey / red bars: over the budget)", fontsize=9, loc="left")
     fig.suptitle(title or ("Prefetch depth: exposed communication against peak memory"

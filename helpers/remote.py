@@ -29,7 +29,8 @@ class Session(Protocol):
     """What a grader provides while it runs a test cell (see :mod:`autograder.verdicts`)."""
 
     def call(self, kind: str, target: Any, args: tuple, kwargs: dict) -> Any:
-        """Run ``target(*args, **kwargs)`` (``kind="call"``) or ``run(target, *args, **kwargs)`` (``"run"``) in the kernel."""
+        """Run ``target(*args, **kwargs)`` (``kind="call"``) or ``run(target, *args, **kwargs)`` (``"run"``)
+        in the kernel."""
 
 
 session: Session | None = None  # set by the grader in its own process, never in a kernel

@@ -36,7 +36,8 @@ from helpers.reference import SameInit, state_of
 from helpers.stored import load
 
 __all__ = [
-    "NoisyMLP", "GlobalStream", "as_restart", "scratch_directory", "rng_draws", "load_fresh_on_rank", "optimizer_tensors", "uneven_batches", "round_trip_on_rank",
+    "NoisyMLP", "GlobalStream", "as_restart", "scratch_directory", "rng_draws", "load_fresh_on_rank",
+    "optimizer_tensors", "uneven_batches", "round_trip_on_rank",
     "resumable_on_rank", "uneven_on_rank", "stored_uneven", "assert_round_trip", "assert_same_run",
     "assert_uneven", "assert_states_equal", "MODEL", "ADAM", "plot_lost_time", "interval_explorer",
 ]
@@ -309,7 +310,8 @@ def assert_round_trip(out: Sequence[Mapping[str, Any]], case: str) -> None:
         assert restored["optimizer"], f"{where}: the optimizer has no state after loading: save optimizer.state_dict()"
         assert_states_equal(restored["optimizer"], saved["optimizer"], f"{where}: optimizer state")
         assert meta.get("cursor") == saved["cursor"], \
-            f"{where}: data cursor {meta.get('cursor')!r}, saved {saved['cursor']!r}: samples would be replayed or skipped"
+            f"{where}: data cursor {meta.get('cursor')!r}, saved {saved['cursor']!r}:" \
+            " samples would be replayed or skipped"
         for gen in ("torch", "numpy", "python"):
             assert restored["rng"][gen] == saved["rng"][gen], \
                 f"{where}: the {gen} random generator was not restored: its next draws differ"

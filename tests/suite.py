@@ -4,7 +4,8 @@
 
 1. ``autograder release --check`` and ``autograder store --check``, the latter also as on
    another CPU (:data:`OTHER_CPU`: torch's portable kernels, MKL's compatible paths, one
-   thread), at once (about a minute);
+   thread), and the linter, ``ruff check`` (configured in ``pyproject.toml``), at once (about
+   a minute);
 2. pytest, all but the tests marked ``alone``, and at the same time the course check
    (``autograder check``) as on another CPU (:data:`OTHER_CPU`: hidden tests' verdicts must
    not depend on the CPU, and one thread per process suits three gradings on 2 cores): pytest
@@ -55,7 +56,7 @@ def run_at_once(commands: dict[str, tuple[list[str], dict[str, str]]]) -> dict[s
     """Start every command (with its extra environment variables), then wait for all; each one's
     exit status by name.
 
-    For short checks that each keep one core busy (release --check and store --check).
+    For short checks that each keep one core busy (release --check, store --check, ruff check).
     """
     processes = {name: subprocess.Popen(command, cwd=ROOT, env={**os.environ, **extra})
                  for name, (command, extra) in commands.items()}
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         "release --check": ([sys.executable, "-m", "autograder", "release", "--check"], {}),
         "store --check": (store, {}),
         "store --check as on another CPU": (store, OTHER_CPU),
+        "ruff check": ([sys.executable, "-m", "ruff", "check", "."], {}),
     })
     codes["pytest"], codes["course check"] = pytest_beside_check(args.check_jobs, args.check_budget)
     codes["pytest -m alone"] = pytest("-m", "alone and not load")

@@ -70,7 +70,8 @@ def test_stored_results_are_the_references():
             for n, t in expected[key].items():
                 torch.testing.assert_close(stored[key][n], t, rtol=1e-8, atol=1e-12)
     assert acc.stored_window_cost(244, 4, 3, 6, no_sync=False) == ref.window_allreduce_cost(244, 4, 3, 6, no_sync=False)
-    assert acc.stored_window_cost(7_000_000_000, 2, 1024, 64, no_sync=True) == (1, pytest.approx(2 * 1023 / 1024 * 14e9))
+    assert (acc.stored_window_cost(7_000_000_000, 2, 1024, 64, no_sync=True)
+            == (1, pytest.approx(2 * 1023 / 1024 * 14e9)))
     for case in [(1000, 4, 2, 4), (123_457, 4, 3, 5), (10, 4, 1, 3), (5, 8, 4, 1), (0, 4, 8, 16)]:
         with pytest.raises(KeyError):
             acc.stored_window_cost(*case, no_sync=True)

@@ -242,7 +242,8 @@ def test_a_mutants_short_grading_runs_from_its_cell_to_the_first_loss(tmp_path):
         nbgrader_cell("print('ran mul again')\nassert mul(3, 3) == 9", "test_mul_again", points=1),
     ]))
     source = nbformat.read(str(source_notebook(TWO_EXERCISES, root)), as_version=4)
-    mutant = splice(source, Mutant(tmp_path / "sum.py", TWO_EXERCISES, "mul", "adds", "def mul(a, b):\n    return a + b"))
+    mutant = splice(source, Mutant(tmp_path / "sum.py", TWO_EXERCISES, "mul", "adds",
+                                   "def mul(a, b):\n    return a + b"))
     with scratch_course(TWO_EXERCISES, root) as scratch:
         short = scratch.grade(mutant, "short", mutant_of="mul")
         graded = nbformat.read(str(scratch.workdir / "autograded" / "short" / TWO_EXERCISES

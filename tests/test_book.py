@@ -362,7 +362,8 @@ def test_mark_done_is_kept_and_listed(site: str, watched: Watched) -> None:
     done = page.locator("li.lesson-item.is-done .lesson-status").evaluate_all(
         "els => els.map(e => e.dataset.lesson)")
     assert done == [lesson]
-    assert page.locator(".progress-summary").inner_text() == f"1 of {len(CHAPTERS)} lessons marked done in this browser."
+    assert (page.locator(".progress-summary").inner_text()
+            == f"1 of {len(CHAPTERS)} lessons marked done in this browser.")
 
     page.goto(f"{site}/html/notebooks/{lesson}.html")  # and back: undo
     page.locator(".lesson-done-toggle").click()

@@ -172,7 +172,8 @@ def test_rank_error_message_carries_the_exception_and_the_callers_frame() -> Non
         run(check_shard, world_size=2, timeout=10.0)
     first, second, third = str(info.value).splitlines()[:3]
     assert first == "rank 1 raised ValueError: shard 1 is empty: []"
-    assert second.startswith("in your code: File ") and second.endswith(f"line {check_shard.__code__.co_firstlineno + 3}, in check_shard")
+    assert (second.startswith("in your code: File ")
+            and second.endswith(f"line {check_shard.__code__.co_firstlineno + 3}, in check_shard"))
     assert third.strip() == 'raise ValueError(f"shard {dist.get_rank()} is empty: {shard}")'
     assert info.value.exc_line == "ValueError: shard 1 is empty: []"
 
@@ -231,7 +232,8 @@ def test_same_shape_different_reduction_is_reported_not_returned() -> None:
         dist.all_reduce(t, op=dist.ReduceOp.SUM if dist.get_rank() == 0 else dist.ReduceOp.MAX)
         return t
 
-    with pytest.raises(CollectiveMismatch, match=r"call #1: rank 1 called all_reduce\(float32\[4\], MAX\) where rank 0 called all_reduce\(float32\[4\], SUM\)"):
+    with pytest.raises(CollectiveMismatch, match=r"call #1: rank 1 called all_reduce\(float32\[4\], MAX\) "
+                                                 r"where rank 0 called all_reduce\(float32\[4\], SUM\)"):
         run(mixed_ops, world_size=2, timeout=10.0)
 
 
@@ -475,10 +477,12 @@ def test_kernels_fork_their_ranks_from_a_shared_forkserver_and_manage_without_it
                   "print(*run(lambda: (os.getppid(), os.environ['COURSE_TEST_VAR']), world_size=2))")
         server = forkserver._forkserver._forkserver_pid
         print(server, flush=True)
-        print(subprocess.run([sys.executable, "-c", kernel], env=env, capture_output=True, text=True, check=True).stdout, flush=True)
+        print(subprocess.run([sys.executable, "-c", kernel], env=env, capture_output=True, text=True,
+                             check=True).stdout, flush=True)
         os.kill(server, 9)
         os.waitpid(server, 0)
-        print(subprocess.run([sys.executable, "-c", kernel], env=env, capture_output=True, text=True, check=True).stdout, flush=True)
+        print(subprocess.run([sys.executable, "-c", kernel], env=env, capture_output=True, text=True,
+                             check=True).stdout, flush=True)
         """
     )
     out, err = grader.communicate(timeout=120)

@@ -290,9 +290,11 @@ def test_stored_results_agree_with_the_reference_checker(reference, tolerances, 
     for name, (dtype, states) in zoo.items():
         run = stored["runs"][name]
         for step in range(len(reference)):                          # the stored file is consistent in itself
-            from_grid = [k for k, p in zip(stored["keys"], run["passes_from"][run["dtype"]][step]) if p is None or p > own]
+            from_grid = [k for k, p in zip(stored["keys"], run["passes_from"][run["dtype"]][step])
+                         if p is None or p > own]
             ratios = dict(zip(stored["keys"], run["ratios"][step]))
-            assert sorted(from_grid) == run["failing"][step] == sorted(k for k, v in ratios.items() if v is None or v > 1)
+            assert (sorted(from_grid) == run["failing"][step]
+                    == sorted(k for k, v in ratios.items() if v is None or v > 1))
         for as_dtype, tol in tolerances.items():
             found = verdicts["runs"][name]["as"][E.dtype_name(as_dtype)]
             here = R.first_divergence(reference, states, tol)

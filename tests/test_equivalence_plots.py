@@ -181,7 +181,8 @@ def test_key_grid(zoo) -> None:
     assert all(k.startswith("exp_avg") for k in failing[0])
     renders(fig)
     def crosses_at(factor: float) -> int:
-        return sum(t.get_text() == "✗" for t in ep.plot_key_grid(zoo, "ddp_bf16_autocast", "float32", factor).axes[0].texts)
+        return sum(t.get_text() == "✗"
+                   for t in ep.plot_key_grid(zoo, "ddp_bf16_autocast", "float32", factor).axes[0].texts)
 
     assert crosses_at(1024.0) < crosses_at(4.0)              # a wider tolerance passes more keys
     with pytest.raises(ValueError):

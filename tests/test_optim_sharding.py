@@ -222,7 +222,8 @@ def test_stored_memory_results_are_the_calculator():
     curves = memory["curves"]
     psi = curves["num_params"]
     for stage in range(4):
-        assert curves["bytes_per_rank"][str(stage)] == [adam_memory_bytes(psi, n, stage, 12) for n in curves["world_sizes"]]
+        assert curves["bytes_per_rank"][str(stage)] == [adam_memory_bytes(psi, n, stage, 12)
+                                                        for n in curves["world_sizes"]]
     assert [round(b / 1e9, 1) for b in memory["paper_figure_1"]["bytes_per_rank"]] == [120, 31.4, 16.6, 1.9]
     assert memory["budget"]["first_fitting_world_size"] == {"0": None, "1": 45, "2": 7, "3": 4}
     grid = load(lesson.STORED_EXPLORER)

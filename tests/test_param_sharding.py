@@ -208,7 +208,8 @@ def test_unit_step_of_the_reference_passes_the_visible_and_the_hidden_check() ->
 
 
 class _RebindingUnit(ReferenceShardedUnit):
-    """Issue 24: free() drops only the unit's reference; gather() allocates a new buffer and re-points the parameters."""
+    """Issue 24: free() drops only the unit's reference; gather() allocates a new buffer and re-points the
+    parameters."""
 
     def gather(self) -> None:
         self.full = torch.empty(self.shard_size * torch.distributed.get_world_size(self.group))

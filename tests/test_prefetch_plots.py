@@ -84,7 +84,8 @@ def test_measured_forward_allocates_what_the_planner_counts() -> None:
     assert len(measured["depths"]) == 6 and len(set(measured["unit_bytes"])) == 1
     for row, model in zip(measured["depths"], slow["depths"]):
         d = row["depth"]
-        assert row["measured_bytes"] == row["planned_bytes"] == measured["shard_bytes"] + (d + 1) * measured["unit_bytes"][0]
+        assert (row["measured_bytes"] == row["planned_bytes"]
+                == measured["shard_bytes"] + (d + 1) * measured["unit_bytes"][0])
         assert row["materialised"][0] == list(range(d + 1))           # all d + 1 buffers live while unit 0 computes
         assert row["issue_s"] == pytest.approx([r[0] for r in model["schedule"]])   # the clock agrees with I_v
         assert row["blocked_s"] == pytest.approx(model["exposed_s"])

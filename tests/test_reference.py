@@ -298,7 +298,8 @@ def test_ddp_reference_matches_float64_and_hand_written_loop() -> None:
     expected = l01.sgd_reference(model_fn.for_rank(0), batches, 0.1)
     checks.assert_training_matches([o["ddp"] for o in out], init, expected, 3, "float64")
     checks.assert_training_matches([o["state"] for o in out], init, expected, 3, "float64")
-    assert run(reference.train_on_rank, _train, model_fn, batches, 0.1, world_size=3, timeout=60)[2].keys() == init.keys()
+    assert (run(reference.train_on_rank, _train, model_fn, batches, 0.1, world_size=3, timeout=60)[2].keys()
+            == init.keys())
 
 
 def test_rank_side_drivers_on_a_group() -> None:

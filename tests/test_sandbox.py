@@ -131,7 +131,8 @@ def echo():
 
 
 def test_memory_is_bounded(kernel):
-    code = ("import resource, torch\ndef allocate(n):\n    try:\n        return torch.empty(n, dtype=torch.uint8).numel()\n"
+    code = ("import resource, torch\ndef allocate(n):\n    try:\n"
+            "        return torch.empty(n, dtype=torch.uint8).numel()\n"
             "    except (RuntimeError, MemoryError) as e:\n        return type(e).__name__\n")
     limit = warm_kernels.MEMORY_LIMIT_BYTES
     assert kernel.run(code, "resource.getrlimit(resource.RLIMIT_AS)") == (limit, limit)
@@ -174,7 +175,8 @@ def test_ranks_run_inside_the_sandbox(kernel):
 TRACE = """
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
-server = [int(p) for p in os.listdir('/proc') if p.isdigit() and b'forkserver' in open(f'/proc/{p}/cmdline', 'rb').read()]
+server = [int(p) for p in os.listdir('/proc')
+          if p.isdigit() and b'forkserver' in open(f'/proc/{p}/cmdline', 'rb').read()]
 """
 
 
@@ -312,7 +314,8 @@ def test_the_environment_keeps_the_cpu_settings_and_drops_the_rest(tmp_path) -> 
 def test_processes_are_bounded(kernel):
     """A fork bomb stops at PROCESS_LIMIT tasks in the sandbox (a pids cgroup for a root grader, RLIMIT_NPROC else)."""
     code = ("import os, signal, time\ndef forks(n):\n    kids = []\n    try:\n        for _ in range(n):\n"
-            "            pid = os.fork()\n            if pid == 0:\n                time.sleep(60)\n                os._exit(0)\n"
+            "            pid = os.fork()\n            if pid == 0:\n"
+            "                time.sleep(60)\n                os._exit(0)\n"
             "            kids.append(pid)\n    except OSError as e:\n        pass\n    for pid in kids:\n"
             "        os.kill(pid, signal.SIGKILL)\n        os.waitpid(pid, 0)\n    return len(kids)\n")
     started = kernel.run(code, f"forks({2 * sandbox.PROCESS_LIMIT})", timeout=120)

@@ -94,7 +94,8 @@ def test_the_copy_builds_its_book_without_the_grader(copy, tmp_path):
     chapters.mkdir()
     chapter = new_notebook(cells=[new_markdown_cell("# 1. Tiny\n\n*About 1 minutes.*"),
                                   new_code_cell("print('ran without the grader')")],
-                           metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+                           metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                    "language": "python"}})
     nbformat.write(chapter, str(chapters / "01_tiny.ipynb"))
     out = tmp_path / "html"
     code = ("import runpy, sys; sys.modules['autograder'] = None; "

@@ -74,7 +74,8 @@ def _stop(proc: subprocess.Popen, log) -> None:
     except psutil.NoSuchProcess:
         children = []
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)  # Jupyter shuts down cleanly (a SIGINT may be ignored: CI runs in the background)
+        # Jupyter shuts down cleanly (a SIGINT may be ignored: CI runs in the background)
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

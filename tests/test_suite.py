@@ -26,7 +26,8 @@ class Commands:
 def commands(monkeypatch) -> Commands:
     fake = Commands()
     monkeypatch.setattr(suite, "run", fake.run)
-    monkeypatch.setattr(suite, "run_at_once", lambda named: {name: fake.run(c, env) for name, (c, env) in named.items()})
+    monkeypatch.setattr(suite, "run_at_once",
+                        lambda named: {name: fake.run(c, env) for name, (c, env) in named.items()})
     monkeypatch.setattr(suite, "pytest_beside_check",
                         lambda jobs, budget: (suite.pytest("-m", "not alone"), fake.exits.get("course check", 0)))
     return fake
@@ -34,14 +35,14 @@ def commands(monkeypatch) -> Commands:
 
 def test_all_parts_pass(commands: Commands, capsys) -> None:
     assert suite.main([]) == 0
-    assert commands.ran[:3] == ["autograder release --check", "autograder store --check",
-                                "autograder store --check as on another CPU"]
-    assert commands.ran[3].endswith("-m not alone") and commands.ran[4].endswith("-m alone and not load")
+    assert commands.ran[:4] == ["autograder release --check", "autograder store --check",
+                                "autograder store --check as on another CPU", "ruff check ."]
+    assert commands.ran[4].endswith("-m not alone") and commands.ran[5].endswith("-m alone and not load")
     assert "all parts passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("part", ["release --check", "store --check", "as on another CPU", "-m not alone",
-                                  "course check", "-m alone and not load"])
+@pytest.mark.parametrize("part", ["release --check", "store --check", "as on another CPU", "ruff check .",
+                                  "-m not alone", "course check", "-m alone and not load"])
 def test_a_failing_part_fails_the_suite(commands: Commands, part: str) -> None:
     commands.exits[part] = 1
     assert suite.main([]) == 1
@@ -57,7 +58,8 @@ def test_no_tests_collected_is_a_failure(commands: Commands, capsys) -> None:
 def test_run_at_once_runs_the_commands_together_and_returns_each_exit_status(tmp_path) -> None:
     flag = tmp_path / "second-started"
     # The first waits (at most 60 s) for a file only the second writes: run one after the other, it exits 1.
-    waits = f"import pathlib, sys, time\nfor _ in range(1200):\n    if pathlib.Path({str(flag)!r}).exists(): sys.exit(0)\n    time.sleep(0.05)\nsys.exit(1)"
+    waits = (f"import pathlib, sys, time\nfor _ in range(1200):\n"
+             f"    if pathlib.Path({str(flag)!r}).exists(): sys.exit(0)\n    time.sleep(0.05)\nsys.exit(1)")
     writes = f"import pathlib, sys; pathlib.Path({str(flag)!r}).touch(); sys.exit(3)"
     codes = suite.run_at_once({"waits": ([sys.executable, "-c", waits], {}),
                                "writes": ([sys.executable, "-c", writes], {})})

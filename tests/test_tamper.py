@@ -68,7 +68,8 @@ ATTACKS = {
     # the same, reached without any name or attribute the policy knows
     "transformer_obfuscated": ("import operator\n"
                                "shell = operator.attrgetter('__glo' + 'bals__')(add)['get_' + 'ipython']()\n"
-                               "operator.attrgetter('input_transformers_' + 'cleanup')(shell).append(lambda lines: [])"),
+                               "operator.attrgetter('input_transformers_' + 'cleanup')(shell)"
+                               ".append(lambda lines: [])"),
     "rebind_check": "math.isclose = lambda *a, **k: True",
     "rebind_check_setattr": "setattr(math, 'isclose', lambda *a, **k: True)",
     # a persistent patch through an alias the policy cannot see

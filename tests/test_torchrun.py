@@ -29,7 +29,8 @@ def test_a_worker_killed_under_torchrun_restarts_and_ends_equal_to_an_uninterrup
     assert "[attempt 0, rank 1] armed: kill rank 1 at hook 'batch' #3" in lines
     assert "[attempt 1, rank 0] world size 2; latest committed step: 2" in lines, lines
     assert not any(line.startswith("[attempt 0") and "finished" in line for line in lines), lines
-    assert any(line.startswith("[attempt 1, rank 1] finished at step 6 after drawing 4 batches") for line in lines), lines
+    assert any(line.startswith("[attempt 1, rank 1] finished at step 6 after drawing 4 batches")
+               for line in lines), lines
     for rank, (got, want) in enumerate(zip(_final_states(str(tmp_path / "out")), _final_states(clean))):
         assert got["step"] == want["step"] == 6
         assert got["cursor"] == want["cursor"]

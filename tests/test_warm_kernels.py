@@ -53,7 +53,8 @@ nb = new_notebook(cells=[new_code_cell(probe), new_code_cell(loop), new_code_cel
 # The endless cell is interrupted at its 5 s limit; for the others the limit only turns a hang into a failure.
 client = NotebookClient(nb, kernel_name="python3", timeout_func=lambda cell: 5 if cell.source == loop else 120,
                         interrupt_on_timeout=True, allow_errors=True, kernel_manager_class=WarmKernelManager,
-                        resources={"metadata": {"path": path}}, config=Config({"WarmKernelManager": {"sandbox": "off"}}))
+                        resources={"metadata": {"path": path}},
+                        config=Config({"WarmKernelManager": {"sandbox": "off"}}))
 client.execute()
 kernel = int(nb.cells[0].outputs[0].text.split()[0])
 deadline = time.monotonic() + 60  # jupyter has shut it down: a hang guard, not a speed limit

@@ -327,7 +327,8 @@ def check_broadcast_in_subgroup(broadcast_fn: Callable[..., None], ranks: Sequen
     out = _run(broadcast_in_subgroup_on_rank, broadcast_fn, model_fn, list(ranks), src, 6, world_size=4)
     for rank in range(4):
         expected, what = ((out[src][0], f"group {list(ranks)}, src={src}: rank {rank} after vs rank {src} before")
-                          if rank in ranks else (out[rank][0], f"rank {rank} is not in the group and must be unchanged"))
+                          if rank in ranks
+                          else (out[rank][0], f"rank {rank} is not in the group and must be unchanged"))
         checks.assert_states_close(out[rank][1], expected, 0.0, 0.0, what=what)
 
 
@@ -406,8 +407,9 @@ def check_train_replicated(train_fn: Callable[..., nn.Module]) -> None:
                                out_features=kwargs["out_features"], seed=500 + world_size)
         out = _run(train_with_ddp_on_rank, train_fn, model_fn, batches, lr, world_size=world_size)
         init = state_of(model_fn.for_rank(0))
-        checks.assert_training_matches([o["state"] for o in out], init, sgd_reference(model_fn.for_rank(0), batches, lr),
-                                       world_size, reference=f"single-process full-batch SGD (float64), {world_size} ranks")
+        checks.assert_training_matches([o["state"] for o in out], init,
+                                       sgd_reference(model_fn.for_rank(0), batches, lr), world_size,
+                                       reference=f"single-process full-batch SGD (float64), {world_size} ranks")
         for rank, o in enumerate(out):
             checks.assert_training_matches([o["state"]], init, o["ddp"], world_size, atol=1e-6, rtol=1e-5,
                                            reference=f"DistributedDataParallel on rank {rank}, {world_size} ranks")
@@ -444,9 +446,11 @@ def ring_allreduce_results() -> dict[str, Any]:
     world_sizes = sorted({3, *EXPLORER_WORLD_SIZES})  # N = 3 too: the chapter measures 2, 3 and 4 ranks
     return {
         "bytes_per_element": 4,
-        "tables": {str(n): {str(w): ring_allreduce_bytes(n, 4, w) for w in (1, 2, 3, 4)} for n in (RING_MESSAGE, tiny_mlp)},
+        "tables": {str(n): {str(w): ring_allreduce_bytes(n, 4, w) for w in (1, 2, 3, 4)}
+                   for n in (RING_MESSAGE, tiny_mlp)},
         "figure": {"world_sizes": world_sizes, "bytes_per_element": 4,
-                   "bytes_per_rank": {str(m): [ring_allreduce_bytes(m, 4, w) for w in world_sizes] for m in FIGURE_MODELS}},
+                   "bytes_per_rank": {str(m): [ring_allreduce_bytes(m, 4, w) for w in world_sizes]
+                                      for m in FIGURE_MODELS}},
     }
 
 
@@ -470,7 +474,8 @@ def train_replicated_visible() -> dict[str, Any]:
     return tensors_to_json(sgd_reference(model, batches, lr=0.1))
 
 
-STORED_ROUNDING = {"01_train_replicated_visible": FLOAT32_RESULTS}  # float32 values: their last digits differ between CPUs
+# float32 values: their last digits differ between CPUs
+STORED_ROUNDING = {"01_train_replicated_visible": FLOAT32_RESULTS}
 STORED = {
     "01_ring_allreduce": ring_allreduce_results,
     "01_allreduce_explorer": allreduce_explorer_grid,

@@ -318,8 +318,8 @@ def synthetic_cases(problem: eq.Problem | None = None) -> list[Case]:
         ("a zero gradient, the candidate's zero", zero_grad, dict(zero_grad), fp32),
         ("a zero gradient, the candidate 1e-13 off (within the absolute slack 1e-12)", zero_grad,
          {**zero_grad, unused: torch.full_like(ref[unused], 1e-13)}, fp32),
-        ("a zero gradient, the candidate 1e-6 off", zero_grad, {**zero_grad, unused: torch.full_like(ref[unused], 1e-6)},
-         fp32),
+        ("a zero gradient, the candidate 1e-6 off", zero_grad,
+         {**zero_grad, unused: torch.full_like(ref[unused], 1e-6)}, fp32),
         ("the candidate has a key the reference does not", ref,
          {**ref, "param/extra.weight": torch.randn(3, 2, generator=g, dtype=torch.float64)}, fp32),
         ("the candidate lists its keys in another order, the loss 1% off", ref,
@@ -581,7 +581,8 @@ def _ulps(keys: Sequence[str], dtype: torch.dtype, ulps: float = OLD_ULPS) -> di
 
 
 def _elementwise_fails(reference: State, candidate: State, tolerances: dict[str, float]) -> list[str]:
-    """Keys failing an elementwise ``|c_i - r_i| <= tol |r_i| + 1e-12`` at the calibrated tolerances (a wrong checker)."""
+    """Keys failing an elementwise ``|c_i - r_i| <= tol |r_i| + 1e-12`` at the calibrated tolerances
+    (a wrong checker)."""
     bad = []
     for key, ref in reference.items():
         cand = candidate.get(key)
@@ -638,7 +639,8 @@ def _sig(value: float, digits: int = 3) -> float | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _measured_zoo() -> tuple[list[State], dict[torch.dtype, dict[str, float]], dict[str, tuple[torch.dtype, list[State]]]]:
+def _measured_zoo() -> tuple[list[State], dict[torch.dtype, dict[str, float]],
+                             dict[str, tuple[torch.dtype, list[State]]]]:
     """The reference, the calibrated tolerances and the whole zoo on the default problem (runs once per process)."""
     reference = reference_run()
     return reference, precision_tolerances(reference=reference), run_zoo()

@@ -318,7 +318,8 @@ def check_nothing_committed(load_fn: Callable[..., Any], save_fn: Callable[..., 
     """No checkpoint, then only an uncommitted one: load returns None and leaves the model alone."""
     with _Scratch() as directory:
         out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
-        assert all(r["meta"] is None for r in out), "with no checkpoint in the directory load_checkpoint must return None"
+        assert all(r["meta"] is None for r in out), \
+            "with no checkpoint in the directory load_checkpoint must return None"
         _run(lesson.round_trip_on_rank, save_fn, load_fn, directory, 1, False, world_size=3)
         call(os.remove, os.path.join(step_dir(directory, 1), MARKER))
         out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
@@ -537,7 +538,8 @@ def _commit_probe_on_rank(save_fn: Callable[..., Any], directory: str, signal_di
             entered = count[0]
             signals.wait(lambda: signals.has("waiting") or signals.has(f"{last}.in.{entered + 1}")
                          or signals.has(f"{last}.returned"))
-            probe["files_at_commit"] = sorted(f for f in os.listdir(path) if f.startswith("rank_") and f.endswith(".pt"))
+            probe["files_at_commit"] = sorted(f for f in os.listdir(path)
+                                              if f.startswith("rank_") and f.endswith(".pt"))
 
         undo.append(_intercept_writes(MARKER, list_before_commit))
     try:
@@ -600,7 +602,8 @@ def _torn_save(after_collective: bool) -> Callable[[], None]:
 
 
 def _torn_final_files(path: str) -> list[str]:
-    """In the kernel: the files of a step directory under a final name (``rank_<r>.pt``, the marker) that do not load."""
+    """In the kernel: the files of a step directory under a final name (``rank_<r>.pt``, the marker)
+    that do not load."""
     torn = []
     for name in sorted(os.listdir(path)) if os.path.isdir(path) else []:
         if name == MARKER or (name.startswith("rank_") and name.endswith(".pt")):
@@ -677,7 +680,8 @@ def reference_run(world_size: int, num_steps: int, stream_kwargs: Mapping[str, A
         out = []
         for r in range(world_size):
             set_rng(states[r])
-            out.append({"returned": num_steps, "params": state_of(model), "optimizer": lesson.optimizer_tensors(optimizer),
+            out.append({"returned": num_steps, "params": state_of(model),
+                        "optimizer": lesson.optimizer_tensors(optimizer),
                         "cursor": stream.state_dict(), "rng": lesson.rng_draws(), "batches": num_steps})
         return out
     finally:
@@ -743,7 +747,8 @@ def check_restart_after_kill(train_fn: Callable[..., Any], world_size: int, kill
     committed = (kill_batch - 1) // every * every
     with _Scratch() as directory:
         report = faults.run_with_faults(lesson.resumable_on_rank, train_fn, directory, num_steps, every,
-                                        stream_kwargs=stream_kwargs, faults=[faults.kill(kill_rank, "batch", kill_batch)],
+                                        stream_kwargs=stream_kwargs,
+                                        faults=[faults.kill(kill_rank, "batch", kill_batch)],
                                         world_size=world_size, timeout=TIMEOUT_S)
         assert report.error is not None, f"{case}: the run finished although rank {kill_rank} was killed"
         call(_leave_torn_step, step_dir(directory, committed + every))
@@ -874,7 +879,8 @@ def check_reshard(fn: Callable[..., Any]) -> None:
         assert type(got) is list and len(got) == new_n, f"{case}: expected a list of {new_n} shards, got {got!r}"[:300]
         for r in range(new_n):
             assert type(got[r]) is dict and sorted(got[r]) == sorted(want[r]), \
-                f"{case}: new rank {r} holds state of parameters {sorted(got[r]) if type(got[r]) is dict else got[r]}," \
+                f"{case}: new rank {r} holds state of parameters " \
+                f"{sorted(got[r]) if type(got[r]) is dict else got[r]}," \
                 f" expected {sorted(want[r])} (each parameter with state exactly once, on its new owner)"
             for i, s in want[r].items():
                 assert sorted(got[r][i]) == sorted(s), f"{case}: parameter {i} has keys {sorted(got[r][i])}"
@@ -896,7 +902,8 @@ def check_reshard(fn: Callable[..., Any]) -> None:
 HOUR, DAY, YEAR = 3600.0, 86400.0, 365.0 * 86400.0
 INTERVAL_CASES = [  # (checkpoint seconds, per-node MTBF seconds, nodes)
     (60.0, 5 * YEAR, 1024), (300.0, 2 * YEAR, 4096), (10.0, 1 * YEAR, 8), (120.0, 0.5 * YEAR, 16384),
-    (30.0, 3 * DAY, 1), (600.0, 10 * YEAR, 100_000), (3600.0, 1 * DAY, 64), (900.0, 1 * HOUR, 8),  # the last two: delta >= 2M
+    (30.0, 3 * DAY, 1), (600.0, 10 * YEAR, 100_000),
+    (3600.0, 1 * DAY, 64), (900.0, 1 * HOUR, 8),  # the last two: delta >= 2M
 ]
 LOST_CASES = [  # (run seconds, interval, checkpoint, restart, per-node MTBF, nodes)
     (30 * DAY, 3600.0, 60.0, 600.0, 5 * YEAR, 1024), (7 * DAY, 1200.0, 30.0, 120.0, 2 * YEAR, 4096),
