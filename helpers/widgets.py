@@ -3,7 +3,7 @@
 Each explorer is a function returning an :class:`ipywidgets.VBox` that also
 carries an ``update()`` method. ``update()`` recomputes the numbers and redraws
 the figure from the current slider values and returns the numbers as a dict,
-so the explorer can be driven headless (nbval, tests) exactly as a reader's
+so the explorer can be driven headless (the book build, tests) exactly as a reader's
 slider drag would drive it. The explorer draws once when it is built. Its numbers come
 from the results stored with the course (:mod:`helpers.stored`), one per slider position.
 """
