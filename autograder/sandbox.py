@@ -216,6 +216,25 @@ def _pids_cgroup() -> str | None:
     return None
 
 
+STALE_CGROUP_S = 60.0  # an empty sandbox cgroup this old was left by a grader that did not end cleanly
+
+
+def _remove_stale(parent: str) -> None:
+    """Remove the empty sandbox cgroups under ``parent`` that graders killed (or pool workers) left behind.
+
+    A sandbox's cgroup holds its processes for as long as it lives; only one just made (not yet
+    joined) is empty and young, so empty ones older than ``STALE_CGROUP_S`` are left-overs.
+    """
+    for entry in os.scandir(parent):
+        if not entry.name.startswith("course-sandbox-"):
+            continue
+        try:
+            if time.time() - entry.stat().st_mtime > STALE_CGROUP_S:
+                os.rmdir(entry.path)  # fails while any process is in it
+        except OSError:
+            pass
+
+
 class ProcessLimit:
     """A pids cgroup of at most ``limit`` processes and threads, which a sandbox joins before bwrap starts.
 
@@ -229,16 +248,28 @@ class ProcessLimit:
 
     @classmethod
     def make(cls, limit: int = PROCESS_LIMIT) -> "ProcessLimit | None":
+        """A new cgroup of at most ``limit`` tasks that a process of this one can join; None where there is none."""
         parent = _pids_cgroup()
         if parent is None:
             return None
+        _remove_stale(parent)
         try:
             directory = tempfile.mkdtemp(prefix="course-sandbox-", dir=parent)
-            with open(os.path.join(directory, "pids.max"), "w") as f:
-                f.write(str(limit))
         except OSError:
             return None
-        return cls(directory)
+        made = cls(directory)
+        try:
+            with open(os.path.join(directory, "pids.max"), "w") as f:
+                f.write(str(limit))
+            # a child joins it the way a sandbox will (a delegated cgroup v2 may allow making, not joining)
+            probe = subprocess.run([*made.argv(), "true"], capture_output=True, timeout=PROBE_TIMEOUT_S)
+            joined = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            joined = False
+        if not joined:
+            made.remove()
+            return None
+        return made
 
     def argv(self) -> list[str]:
         """A command prefix that joins the cgroup, then execs the rest of the command (bwrap's)."""

@@ -321,3 +321,15 @@ def test_processes_are_bounded(kernel):
     started = kernel.run(code, f"forks({2 * sandbox.PROCESS_LIMIT})", timeout=120)
     assert 0 < started < sandbox.PROCESS_LIMIT
     assert kernel.value("forks(8)") == 8  # the processes are gone, and the kernel goes on
+
+
+@pytest.mark.skipif(sandbox._pids_cgroup() is None, reason="no pids cgroup can be made here")
+def test_empty_sandbox_cgroups_left_by_killed_graders_are_removed():
+    left = sandbox.ProcessLimit.make()  # as a grader killed before its template ended would leave it
+    young = sandbox.ProcessLimit.make()
+    long_ago = time.time() - 2 * sandbox.STALE_CGROUP_S
+    os.utime(left.directory, (long_ago, long_ago))
+    fresh = sandbox.ProcessLimit.make()  # each new sandbox cgroup sweeps the stale ones first
+    assert not os.path.exists(left.directory) and os.path.isdir(young.directory)
+    for limit in (young, fresh):
+        limit.remove()
