@@ -14,7 +14,7 @@ Every grading kernel, and every process it starts, runs inside a `bubblewrap
 * it has its own user (uid 65534, no capabilities), pid, network (loopback only), IPC,
   UTS and cgroup namespaces, and it ends with the process that started it;
 * it holds at most ``PROCESS_LIMIT`` processes and threads at once (:class:`ProcessLimit`): a
-  pids cgroup where the grader may make one (a grader run as root, whose uid the sandbox's
+  pids cgroup where the grader may make and join one (a grader run as root, whose uid the sandbox's
   user maps to, is exempt from ``RLIMIT_NPROC``), and ``RLIMIT_NPROC`` inside (which binds
   an unprivileged grader's sandbox, counted per user namespace).
 
