@@ -8,7 +8,7 @@
    a minute);
 2. pytest, all but the tests marked ``alone``, and at the same time the course check
    (``autograder check``) as on another CPU (:data:`OTHER_CPU`: hidden tests' verdicts must
-   not depend on the CPU, and one thread per process suits three gradings on 2 cores): pytest
+   not depend on the CPU; the machine's own settings are pytest's): pytest
    waits on browsers, kernels and time limits much of the time, and the check's gradings fill
    the cores meanwhile. The check's report goes to ``_build/course-check.log`` and is printed
    when both have ended;
