@@ -30,53 +30,13 @@ import torch
 import torch._dynamo  # noqa: F401  (the first optimizer imports it lazily: seconds per rank otherwise)
 import torch.distributed as dist
 
-from helpers.ledger import CollectiveRecord
+from helpers.ledger import COLLECTIVES, CollectiveRecord
 
 # torch 2.13 renamed these two; tutorials still use the old names, so their
 # FutureWarning is noise for a student, not a lesson.
 _SILENCED_WARNINGS = r".*`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated.*"
 
 # How each collective's message is read from its arguments:
-# op name -> (argument holding a representative tensor, function giving the full
-# message size in elements from the bound arguments and group size, ring phases).
-# A ring phase (reduce-scatter, all-gather, pipelined broadcast, all-to-all) sends
-# (N-1)/N of the full message from each rank; an all-reduce is two phases.
-_Full = Callable[[dict[str, Any], int], int]
-
-
-def _numel(name: str) -> _Full:
-    return lambda a, n: a[name].numel()
-
-
-def _numel_times_n(name: str) -> _Full:
-    return lambda a, n: a[name].numel() * n
-
-
-def _list_numel(name: str) -> _Full:
-    return lambda a, n: sum(t.numel() for t in a[name])
-
-
-_COLLECTIVES: dict[str, tuple[str | None, _Full | None, int]] = {
-    "all_reduce": ("tensor", _numel("tensor"), 2),
-    "broadcast": ("tensor", _numel("tensor"), 1),
-    "reduce": ("tensor", _numel("tensor"), 1),
-    "all_gather": ("tensor", _numel_times_n("tensor"), 1),
-    "all_gather_into_tensor": ("input_tensor", _numel("output_tensor"), 1),
-    "all_gather_single": ("input_tensor", _numel("output_tensor"), 1),
-    "reduce_scatter": ("output", _list_numel("input_list"), 1),
-    "reduce_scatter_tensor": ("input", _numel("input"), 1),
-    "reduce_scatter_single": ("input", _numel("input"), 1),
-    "all_to_all_single": ("input", _numel("input"), 1),
-    "all_to_all": (None, _list_numel("input_tensor_list"), 1),
-    "gather": ("tensor", _numel_times_n("tensor"), 1),
-    "scatter": ("tensor", _numel_times_n("tensor"), 1),
-    "barrier": (None, None, 0),
-    "monitored_barrier": (None, None, 0),
-    "all_gather_object": (None, None, 0),
-    "broadcast_object_list": (None, None, 0),
-    "gather_object": (None, None, 0),
-    "scatter_object_list": (None, None, 0),
-}
 
 
 class _Ledger:
@@ -88,7 +48,7 @@ class _Ledger:
         self.calls = 0
 
     def record(self, op: str, bound: dict[str, Any]) -> None:
-        tensor_arg, full, phases = _COLLECTIVES[op]
+        tensor_arg, full, phases = COLLECTIVES[op]
         group = bound.get("group")
         ranks = tuple(dist.get_process_group_ranks(group)) if group is not None else tuple(range(dist.get_world_size()))
         n = len(ranks)
@@ -119,7 +79,7 @@ def _detail(bound: dict[str, Any]) -> str:
 
 def _install_ledger(ledger: _Ledger) -> None:
     """Wrap the public ``torch.distributed`` collectives so each call is recorded."""
-    for op in _COLLECTIVES:
+    for op in COLLECTIVES:
         original = getattr(dist, op)
         signature = inspect.signature(original)
 

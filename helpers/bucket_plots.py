@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
 from helpers.buckets import Buckets
-from helpers.plots import _COLORS
+from helpers.plots import COLORS
 from helpers.stored import load
 
 __all__ = [
@@ -63,7 +63,7 @@ def _binary_yticks(ax: Axes, top: float) -> None:
 
 
 def _bucket_color(k: int) -> str:
-    return _COLORS[k % len(_COLORS)]
+    return COLORS[k % len(COLORS)]
 
 
 def _check_buckets(buckets: Buckets, num_params: int) -> list[int]:
@@ -329,14 +329,14 @@ def plot_tail_vs_cap(
     count_ax.tick_params(axis="y", colors="0.45")
     ax.set_zorder(count_ax.get_zorder() + 1)
     ax.patch.set_visible(False)
-    ax.step(xs, tails, where="post", color=_COLORS[0], lw=2, label="tail with DDP's assignment")
-    for label, value, color in (("every tensor in its own bucket", per_tensor_tail_s, _COLORS[1]),
-                                ("everything in one bucket", one_bucket_tail_s, _COLORS[3])):
+    ax.step(xs, tails, where="post", color=COLORS[0], lw=2, label="tail with DDP's assignment")
+    for label, value, color in (("every tensor in its own bucket", per_tensor_tail_s, COLORS[1]),
+                                ("everything in one bucket", one_bucket_tail_s, COLORS[3])):
         ax.axhline(value * 1e3, color=color, ls="--", lw=1.2, label=f"{label}: {value * 1e3:.3g} ms")
     lo, hi, best = best_caps(rows)
-    ax.axvspan(lo, hi, color=_COLORS[2], alpha=0.15, lw=0)
+    ax.axvspan(lo, hi, color=COLORS[2], alpha=0.15, lw=0)
     span = (f"{format_binary_bytes(lo)} – {format_binary_bytes(hi)}" if hi > lo else format_binary_bytes(lo))
-    ax.plot([math.sqrt(lo * hi)], [best * 1e3], marker="*", ms=15, color=_COLORS[2], ls="none", zorder=5,
+    ax.plot([math.sqrt(lo * hi)], [best * 1e3], marker="*", ms=15, color=COLORS[2], ls="none", zorder=5,
             label=f"best caps {span}: {best * 1e3:.3g} ms")
     if marked_cap is not None:
         if int(marked_cap) not in xs:
@@ -425,7 +425,7 @@ def plot_enqueue_vs_completion(
         ax_t.plot([(done - t0) * ms], [y], "|", color="k", ms=12, mew=2,
                   label="all-reduce completed" if y == 0 else None)
     for k, (label, t) in enumerate((marks or {}).items()):
-        ax_t.axvline((t - t0) * ms, color=_COLORS[(k + 1) % len(_COLORS)], ls="--", lw=1.2, label=label)
+        ax_t.axvline((t - t0) * ms, color=COLORS[(k + 1) % len(COLORS)], ls="--", lw=1.2, label=label)
     ax_t.set_yticks(range(len(rows)), labels)
     ax_t.set_ylim(len(rows) - 0.4, -0.9)
     ax_t.set_xlabel("time since the first launch (ms)")
@@ -438,7 +438,7 @@ def plot_enqueue_vs_completion(
     complete = [(done - launch) * ms for _, launch, _, done in rows]
     ys = range(len(rows))
     ax_b.barh([y - 0.2 for y in ys], enqueue, height=0.38, color="0.25", label="launch → call returned (enqueued)")
-    ax_b.barh([y + 0.2 for y in ys], complete, height=0.38, color=_COLORS[0], alpha=0.7,
+    ax_b.barh([y + 0.2 for y in ys], complete, height=0.38, color=COLORS[0], alpha=0.7,
               label="launch → all-reduce completed (done)")
     for y, (e, c) in enumerate(zip(enqueue, complete)):
         ax_b.text(c, y + 0.2, f" {c / e:.0f}×" if e > 0 else "", va="center", fontsize=7)

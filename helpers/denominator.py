@@ -34,6 +34,7 @@ from helpers.cluster import CollectiveMismatch, CollectiveTimeout, RankError
 from helpers.data import TokenBatch, tensors_from_json
 from helpers.ledger import Ledger
 from helpers.models import TinyLM
+from helpers.plots import COLORS
 from helpers.reference import State, state_of
 from helpers.stored import load
 
@@ -368,7 +369,6 @@ def stored_factors(counts: Sequence[int]) -> list[float | None]:
 
 # --------------------------------------------------------------------------- figures and explorer
 
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"]
 
 
 def plot_denominator_bias(imbalance: Sequence[float], errors: Mapping[str, Sequence[float]],
@@ -383,7 +383,7 @@ def plot_denominator_bias(imbalance: Sequence[float], errors: Mapping[str, Seque
     floor = 1e-9
     for k, (label, err) in enumerate(errors.items()):
         ax.plot(imbalance, [max(e, floor) for e in err], marker="os^v"[k % 4], lw=1.6,
-                color=_COLORS[k % len(_COLORS)], label=label)
+                color=COLORS[k % len(COLORS)], label=label)
     ax.set_yscale("log")
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(imbalance), [f"{x:g}" for x in imbalance])
@@ -411,7 +411,7 @@ def plot_token_weights(counts: Sequence[int], factors: Sequence[float | None], *
     ranks = range(len(counts))
     for k, (label, weights) in enumerate((("global mean: 1/T", global_weight),
                                           ("mean of per-rank means: 1/(N·n_r)", mean_of_means))):
-        ax.bar([r - 0.2 + 0.4 * k for r in ranks], weights, width=0.4, color=_COLORS[k], label=label)
+        ax.bar([r - 0.2 + 0.4 * k for r in ranks], weights, width=0.4, color=COLORS[k], label=label)
     ax.set_xticks(list(ranks), [f"rank {r}\n{n} tokens" for r, n in zip(ranks, counts)])
     ax.set_xlabel("rank and its valid-token count n_r")
     ax.set_ylabel("weight per token")

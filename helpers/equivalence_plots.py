@@ -34,7 +34,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap, LogNorm
 from matplotlib.figure import Figure
 
 from helpers.equivalence import FAMILIES, dtype_name, key_family, ordered_keys
-from helpers.plots import _COLORS
+from helpers.plots import COLORS
 
 __all__ = [
     "FAMILIES",
@@ -59,7 +59,7 @@ SAFETY = 4.0
 
 _RATIO_MIN, _RATIO_MAX = 1e-4, 1e4
 _FAIL = _WRONG = "#d62728"
-_RUN_COLORS = [_COLORS[0], _COLORS[3], _COLORS[4], _COLORS[2], _COLORS[5], _COLORS[6]]
+_RUN_COLORS = [COLORS[0], COLORS[3], COLORS[4], COLORS[2], COLORS[5], COLORS[6]]
 
 
 def summarize_keys(keys: Sequence[str]) -> str:
@@ -226,7 +226,7 @@ def plot_adam_scale_invariance(data: Mapping[str, Any]) -> Figure:
         for k, fam in enumerate(families):
             strong = fam in ("param", "clip_coef")
             ax.plot(scales, [max(v, floor) for v in setup["difference"][fam]], marker=markers.get(fam, "o"),
-                    color=_COLORS[k % len(_COLORS)], label=fam, linestyle="-" if strong else "--",
+                    color=COLORS[k % len(COLORS)], label=fam, linestyle="-" if strong else "--",
                     linewidth=2.2 if strong else 1.2, markersize=7 if fam == "grad" else 5)
         ax.axhline(fp32_tol, color="black", linewidth=1, linestyle=":")
         ax.text(scales[0], fp32_tol * 2.5, f"tightest float32 tolerance {fp32_tol:.2g}", fontsize=7)
@@ -258,14 +258,14 @@ def plot_cancellation(result: Mapping[str, Any], ulps: float = 64) -> Figure:
     fig = Figure(figsize=(7.2, 4.0), layout="constrained")
     ax = fig.add_subplot()
     over = err > ulps
-    ax.scatter(kappa[~over], shown[~over], s=9, color=_COLORS[0], alpha=0.6, label="element within tolerance")
-    ax.scatter(kappa[over], shown[over], s=16, color=_COLORS[1], label=f"element beyond {ulps:g} ulps "
+    ax.scatter(kappa[~over], shown[~over], s=9, color=COLORS[0], alpha=0.6, label="element within tolerance")
+    ax.scatter(kappa[over], shown[over], s=16, color=COLORS[1], label=f"element beyond {ulps:g} ulps "
                                                                       f"({int(over.sum())} of {err.numel()})")
     xs = [1.0, float(kappa.max()) * 1.5]
     ax.plot(xs, xs, color="0.3", linestyle=":", label="error = κ ulps (input rounding × cancellation)")
     ax.axhline(ulps, color="black", linewidth=1.2, label=f"elementwise bound {ulps:g} ulps")
     norm_ulps = max(result["norm_error"] / eps, floor)
-    ax.axhline(norm_ulps, color=_COLORS[2], linestyle="--", linewidth=1.5,
+    ax.axhline(norm_ulps, color=COLORS[2], linestyle="--", linewidth=1.5,
                label=f"relative 2-norm error of the tensor: {result['norm_error'] / eps:.2g} ulps")
     ax.set_xscale("log")
     ax.set_yscale("log")

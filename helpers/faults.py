@@ -6,7 +6,7 @@
 A fault fires the ``count``-th time rank ``rank`` reaches the point ``at``:
 
 * ``at="collective"``: a call from Python of one of the public ``torch.distributed``
-  collective functions (``dist.all_reduce``, ``dist.barrier``, ...: ``_COLLECTIVE_OPS``),
+  collective functions (``dist.all_reduce``, ``dist.barrier``, ...: :data:`helpers.ledger.COLLECTIVES`),
   looked up on the module when called. Collectives that C++ issues are not counted:
   DDP's reducer all-reduces its gradient buckets without calling ``dist.all_reduce``;
 * any other name: a *course hook*, :func:`point` called with that name by the code that
@@ -45,6 +45,7 @@ from typing import Any, Callable, Sequence
 import torch.distributed as dist
 
 from helpers import remote
+from helpers.ledger import COLLECTIVES
 
 __all__ = ["Fault", "kill", "freeze", "stall", "fail", "point", "InjectedFault", "RankView", "FaultReport",
            "run_with_faults", "arm_from_env", "FAULT_ENV"]
@@ -52,11 +53,6 @@ __all__ = ["Fault", "kill", "freeze", "stall", "fail", "point", "InjectedFault",
 ACTIONS = ("kill", "freeze", "stall", "fail")
 COLLECTIVE = "collective"
 FAULT_ENV = "COURSE_FAULT"  # "action:rank:at:count", read by arm_from_env
-# The collectives a "collective" fault counts (the public ones the course uses).
-_COLLECTIVE_OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_single", "all_gather_into_tensor",
-                   "reduce_scatter", "reduce_scatter_single", "reduce_scatter_tensor", "all_to_all",
-                   "all_to_all_single", "gather", "scatter", "barrier", "monitored_barrier", "all_gather_object",
-                   "broadcast_object_list", "gather_object", "scatter_object_list")
 
 
 class InjectedFault(RuntimeError):
@@ -163,7 +159,7 @@ def _arm(faults: Sequence[Fault], rank: int, report_path: str | None) -> None:
     _armed.faults = [f for f in faults if f.rank == rank]
     _armed.counts, _armed.report_path, _armed.start = {}, report_path, time.monotonic()
     if any(f.at == COLLECTIVE for f in _armed.faults):
-        for op in _COLLECTIVE_OPS:
+        for op in COLLECTIVES:
             original = getattr(dist, op)
 
             def counted(*args: Any, __original: Callable[..., Any] = original, **kwargs: Any) -> Any:

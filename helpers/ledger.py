@@ -8,6 +8,7 @@ prices it as a ring algorithm would send it ((N-1)/N of the message per phase).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -120,3 +121,46 @@ def _compare_sequences(
 
 def _called(record: CollectiveRecord | None) -> str:
     return "issued no collective" if record is None else f"called {record.describe()}"
+
+
+# The collectives the ledger records (helpers._worker wraps each on the ranks) and a "collective"
+# fault counts (helpers.faults). op name -> (argument holding a representative tensor, function giving the full
+# message size in elements from the bound arguments and group size, ring phases).
+# A ring phase (reduce-scatter, all-gather, pipelined broadcast, all-to-all) sends
+# (N-1)/N of the full message from each rank; an all-reduce is two phases.
+_Full = Callable[[dict[str, Any], int], int]
+
+
+def _numel(name: str) -> _Full:
+    return lambda a, n: a[name].numel()
+
+
+def _numel_times_n(name: str) -> _Full:
+    return lambda a, n: a[name].numel() * n
+
+
+def _list_numel(name: str) -> _Full:
+    return lambda a, n: sum(t.numel() for t in a[name])
+
+
+COLLECTIVES: dict[str, tuple[str | None, _Full | None, int]] = {
+    "all_reduce": ("tensor", _numel("tensor"), 2),
+    "broadcast": ("tensor", _numel("tensor"), 1),
+    "reduce": ("tensor", _numel("tensor"), 1),
+    "all_gather": ("tensor", _numel_times_n("tensor"), 1),
+    "all_gather_into_tensor": ("input_tensor", _numel("output_tensor"), 1),
+    "all_gather_single": ("input_tensor", _numel("output_tensor"), 1),
+    "reduce_scatter": ("output", _list_numel("input_list"), 1),
+    "reduce_scatter_tensor": ("input", _numel("input"), 1),
+    "reduce_scatter_single": ("input", _numel("input"), 1),
+    "all_to_all_single": ("input", _numel("input"), 1),
+    "all_to_all": (None, _list_numel("input_tensor_list"), 1),
+    "gather": ("tensor", _numel_times_n("tensor"), 1),
+    "scatter": ("tensor", _numel_times_n("tensor"), 1),
+    "barrier": (None, None, 0),
+    "monitored_barrier": (None, None, 0),
+    "all_gather_object": (None, None, 0),
+    "broadcast_object_list": (None, None, 0),
+    "gather_object": (None, None, 0),
+    "scatter_object_list": (None, None, 0),
+}

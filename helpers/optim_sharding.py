@@ -35,7 +35,7 @@ from torch import nn
 
 from helpers.data import tensors_from_json
 from helpers.models import shard_batch
-from helpers.plots import format_bytes
+from helpers.plots import COLORS, format_bytes
 from helpers.reference import mse, state_of
 from helpers.stored import load
 
@@ -456,7 +456,6 @@ def assert_consolidated(
 _STAGE_LABELS = {0: "stage 0: replicated (2+2+K)Ψ", 1: "stage 1: optimizer states 4Ψ + KΨ/N",
                  2: "stage 2: + gradients 2Ψ + (2+K)Ψ/N", 3: "stage 3: + parameters (4+K)Ψ/N"}
 _PART_LABELS = ("fp16 parameters (2Ψ)", "fp16 gradients (2Ψ)", "optimizer state (KΨ)")
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 
 
 def plot_zero_memory(
@@ -481,10 +480,10 @@ def plot_zero_memory(
     axes = fig.subplots(1, 2 if measured else 1)
     ax = axes[0] if measured else axes
     for stage in range(4):
-        ax.plot(ns, curves["bytes_per_rank"][str(stage)], marker="o", ms=3, color=_COLORS[stage],
+        ax.plot(ns, curves["bytes_per_rank"][str(stage)], marker="o", ms=3, color=COLORS[stage],
                 label=_STAGE_LABELS[stage])
-    ax.axhline(floor, color=_COLORS[1], ls=":", lw=1)
-    ax.text(ns[-1], floor * 0.93, "stage-1 floor 4Ψ", ha="right", va="top", fontsize=8, color=_COLORS[1])
+    ax.axhline(floor, color=COLORS[1], ls=":", lw=1)
+    ax.text(ns[-1], floor * 0.93, "stage-1 floor 4Ψ", ha="right", va="top", fontsize=8, color=COLORS[1])
     if budget_bytes:
         ax.axhline(budget_bytes, color="k", ls="--", lw=1, label=f"budget {format_bytes(budget_bytes)}")
     ax.set_xscale("log", base=2)
@@ -501,9 +500,9 @@ def plot_zero_memory(
         replicated = measured[1]
         ax2.plot([n for n, _ in pts], [replicated / n for n, _ in pts], color="k", marker=".",
                  label="an equal share: (N = 1 state) / N")
-        ax2.plot([n for n, _ in pts], [b for _, b in pts], "o", ms=9, mfc="none", mew=2, color=_COLORS[1],
+        ax2.plot([n for n, _ in pts], [b for _, b in pts], "o", ms=9, mfc="none", mew=2, color=COLORS[1],
                  label="measured: largest rank's exp_avg + exp_avg_sq")
-        ax2.axhline(replicated, color=_COLORS[0], ls=":", lw=1, label="replicated: the whole state on every rank")
+        ax2.axhline(replicated, color=COLORS[0], ls=":", lw=1, label="replicated: the whole state on every rank")
         ax2.set_xticks([n for n, _ in pts])
         ax2.set_ylim(0, replicated * 1.1)
         ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v)))
@@ -572,7 +571,7 @@ def _breakdown_figure(parts: Sequence[Sequence[float]], psi: int, k: int, n: int
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     bottom = [0.0] * 4
-    for i, (color, label) in enumerate(zip(_COLORS, _PART_LABELS)):
+    for i, (color, label) in enumerate(zip(COLORS, _PART_LABELS)):
         values = [parts[s][i] for s in range(4)]
         ax.bar(range(4), [v / 1e9 for v in values], bottom=[b / 1e9 for b in bottom], color=color, label=label)
         bottom = [b + v for b, v in zip(bottom, values)]

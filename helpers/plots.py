@@ -29,7 +29,7 @@ __all__ = [
     "alpha_beta_allreduce_time",
 ]
 
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
 
 
 def format_bytes(num_bytes: float) -> str:
@@ -81,7 +81,7 @@ def plot_sample_weights(
     width = 0.8 / len(weights)
     for k, (label, w) in enumerate(weights.items()):
         xs = [i - 0.4 + width * (k + 0.5) for i in range(n)]
-        ax.bar(xs, w, width=width, label=label, color=_COLORS[k % len(_COLORS)], zorder=2)
+        ax.bar(xs, w, width=width, label=label, color=COLORS[k % len(COLORS)], zorder=2)
     ax.set_xlabel("sample index in the global batch")
     ax.set_ylabel("weight of the sample's gradient")
     ax.set_xlim(-0.5, n - 0.5)
@@ -115,7 +115,7 @@ def plot_replica_drift(
     markers = "os^vDP*"
     for k, (label, d) in enumerate(drifts.items()):
         ax.plot(steps, d, marker=markers[k % len(markers)], markersize=3.5, lw=1.6,
-                color=_COLORS[k % len(_COLORS)], label=label)
+                color=COLORS[k % len(COLORS)], label=label)
     ax.set_yscale("symlog", linthresh=linthresh)
     ax.axhspan(0, linthresh, color="0.92", zorder=0)
     ax.text(steps[-1], linthresh * 0.5, "0 = bit-identical replicas ", ha="right", va="center", fontsize=8,
@@ -198,7 +198,7 @@ def plot_allreduce_bytes(
     fig = Figure(figsize=(10, 4.0), layout="constrained")
     ax_abs, ax_rel = fig.subplots(1, 2)
     for k, (m, ys) in enumerate(models.items()):
-        color = _COLORS[k % len(_COLORS)]
+        color = COLORS[k % len(COLORS)]
         message = m * b
         ax_abs.plot(ws, ys, marker="o", markersize=3, color=color,
                     label=f"{format_count(m)} params ({format_bytes(message)} gradient)")
@@ -217,7 +217,7 @@ def plot_allreduce_bytes(
     ax_rel.axhline(2, color="k", ls=":", lw=1)
     for k, (m, by_ws) in enumerate((measured or {}).items()):
         pts = sorted(by_ws.items())
-        color = _COLORS[(len(models) + k) % len(_COLORS)]
+        color = COLORS[(len(models) + k) % len(COLORS)]
         ax_rel.plot([n for n, _ in pts], [v / (m * b) for _, v in pts], "o", ms=9,
                     mfc="none", mew=2, color=color,
                     label=f"ledger (recorded elements, ring model), {m}-element gradient")
@@ -274,10 +274,10 @@ def plot_allreduce_time(
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(world_sizes, [t * 1e3 for t in total], color="k", lw=2, label="total")
-    ax.plot(world_sizes, [t * 1e3 for t in bw], color=_COLORS[0], ls="--", label="bandwidth term 2(N−1)/N·M·β")
-    ax.plot(world_sizes, [t * 1e3 for t in lat], color=_COLORS[1], ls="--", label="latency term 2(N−1)·α")
+    ax.plot(world_sizes, [t * 1e3 for t in bw], color=COLORS[0], ls="--", label="bandwidth term 2(N−1)/N·M·β")
+    ax.plot(world_sizes, [t * 1e3 for t in lat], color=COLORS[1], ls="--", label="latency term 2(N−1)·α")
     here = total[list(world_sizes).index(world_size)]
-    ax.plot([world_size], [here * 1e3], "o", color=_COLORS[3], ms=9, zorder=5, label=f"N = {world_size}")
+    ax.plot([world_size], [here * 1e3], "o", color=COLORS[3], ms=9, zorder=5, label=f"N = {world_size}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("world size N (ranks)")

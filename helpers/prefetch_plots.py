@@ -32,7 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from helpers.plots import _COLORS, format_bytes
+from helpers.plots import COLORS, format_bytes
 from helpers.stored import load
 
 __all__ = [
@@ -57,7 +57,7 @@ _KIND_LABEL = {
 
 
 def _unit_color(v: int) -> str:
-    return _COLORS[v % len(_COLORS)]
+    return COLORS[v % len(COLORS)]
 
 
 def _bytes_axis(value: float, _: object = None) -> str:
@@ -256,13 +256,13 @@ def plot_depth_tradeoff(scenario: dict[str, Any], budget_bytes: float | None = N
     fig = Figure(figsize=(max(6.5, 3.0 + 0.45 * len(rows)), 5.6), layout="constrained")
     ax_e, ax_m = fig.subplots(2, 1, sharex=True)
     over = [budget_bytes is not None and r["peak_bytes"] > budget_bytes for r in rows]
-    ax_e.bar(depths, [r["exposed_s"] * MS for r in rows], color=[("0.75" if o else _COLORS[0]) for o in over],
+    ax_e.bar(depths, [r["exposed_s"] * MS for r in rows], color=[("0.75" if o else COLORS[0]) for o in over],
              zorder=2)
     total_gather = sum(scenario["gather_s"])
     ax_e.axhline(total_gather * MS, color="0.3", ls=":", lw=1, label=f"all gathers, {total_gather * MS:.3g} ms")
     ax_e.set_ylabel("exposed communication (ms)")
     ax_e.grid(True, axis="y", alpha=0.3)
-    ax_m.bar(depths, [r["peak_bytes"] for r in rows], color=[(_EXPOSED if o else _COLORS[2]) for o in over],
+    ax_m.bar(depths, [r["peak_bytes"] for r in rows], color=[(_EXPOSED if o else COLORS[2]) for o in over],
              alpha=0.85, zorder=2)
     steady = scenario["shard_bytes"] + max(scenario["unit_bytes"])
     ax_m.axhline(steady, color="0.3", ls=":", lw=1, label=f"shards + one unit (steady state) {format_bytes(steady)}")
@@ -320,7 +320,7 @@ def plot_enqueue_vs_blocked(rows: Sequence[dict[str, float]], *,
         ax_t.barh(y, r["enqueue_s"] * MS, left=r["issue_at"] * MS, height=0.5, color="0.2")
         ax_t.barh(y, r["blocked_s"] * MS, left=r["wait_at"] * MS, height=0.5, color=_EXPOSED, alpha=0.6,
                   label="blocked in wait()" if y == 0 else None)
-        ax_t.barh(y, r["compute_s"] * MS, left=r["compute_at"] * MS, height=0.5, color=_COLORS[0], alpha=0.85,
+        ax_t.barh(y, r["compute_s"] * MS, left=r["compute_at"] * MS, height=0.5, color=COLORS[0], alpha=0.85,
                   label="module(x)" if y == 0 else None)
         ax_t.plot([(r["issue_at"] + r["enqueue_s"]) * MS, r["wait_at"] * MS], [y, y], ls=":", color="0.4", lw=1)
     ax_t.set_yticks(range(len(rows)), labels)

@@ -50,7 +50,7 @@ from torch import nn
 
 from autograder.store import Rounding
 from autograder.plain import number, plain
-from helpers import COURSE_SEED, faults
+from helpers import COURSE_SEED, faults, ledger
 from helpers import restart as lesson
 from helpers.cluster import ClusterError, rank_seed, run
 from helpers.data import tensors_to_json
@@ -464,7 +464,7 @@ def _intercept_writes(name: str, before: Callable[[], None]) -> Callable[[], Non
 
 def _on_collectives(entering: Callable[[], None]) -> Callable[[], None]:
     """Call ``entering()`` each time this rank enters a ``torch.distributed`` collective; returns the undo."""
-    originals = {op: getattr(dist, op) for op in faults._COLLECTIVE_OPS}
+    originals = {op: getattr(dist, op) for op in ledger.COLLECTIVES}
 
     def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         def announced(*args: Any, **kwargs: Any) -> Any:
