@@ -60,7 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from queue import Empty
-from typing import Any
+from typing import Any, Callable
 
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
@@ -292,9 +292,9 @@ def sandbox_mode(manager_class: type, config: Any = None) -> str:
     return manager_class(config=config).sandbox if config is not None else manager_class().sandbox
 
 
-async def _launch_forked(provisioner: LocalProvisioner, warm: Template, fallback: list[str], cmd: list[str],
-                         **kwargs: Any):
-    """``LocalProvisioner.launch_kernel``: the kernel forked from the template (if that fails, ``fallback``)."""
+async def _launch_forked(provisioner: LocalProvisioner, warm: Template, fallback: Callable[[], list[str]],
+                         cmd: list[str], **kwargs: Any):
+    """``LocalProvisioner.launch_kernel``: the kernel forked from the template (if that fails, ``fallback()``'s)."""
     env = dict(kwargs.get("env") or os.environ)
     env["JPY_PARENT_PID"] = str(os.getpid())  # as jupyter_client's launcher sets it: the kernel ends with us
     cwd = str(kwargs.get("cwd") or Path.cwd())
@@ -303,7 +303,7 @@ async def _launch_forked(provisioner: LocalProvisioner, warm: Template, fallback
             None, warm.fork_kernel, cmd[len(LAUNCHER) + 1:], env, cwd), FORK_TIMEOUT_S)
     except (OSError, RuntimeError, ValueError, asyncio.TimeoutError):
         warm.stop()  # a template that failed once is not asked again
-        return await LocalProvisioner.launch_kernel(provisioner, fallback, **kwargs)
+        return await LocalProvisioner.launch_kernel(provisioner, fallback(), **kwargs)
     # No pgid: jupyter then signals through ForkedKernel, which makes sure the pid is still the kernel's.
     provisioner.process, provisioner.pid, provisioner.pgid, provisioner.cwd = process, process.pid, None, cwd
     return provisioner.connection_info
@@ -429,13 +429,13 @@ class WarmKernelManager(AsyncKernelManager):
             kw.update(env=bubblewrap.sandbox_env(env, home), cwd=cwd)
             self.kernel_tmpdir = kw["env"]["TMPDIR"]
             warm = template(sandboxed=True) if launcher else None
-            alone = self._alone(kernel_cmd, launcher, cwd)
+            alone = partial(self._alone, kernel_cmd, launcher, cwd)  # made only when used: it makes a cgroup
             if warm is None or not warm.scratch or not self.kernel_dir.startswith(warm.scratch + os.sep):
-                kernel_cmd, warm = alone, None
+                kernel_cmd, warm = alone(), None
         else:
             self.kernel_tmpdir = tempfile.mkdtemp(prefix="course-kernel-")
             kw["env"] = {**env, "TMPDIR": self.kernel_tmpdir}
-            warm, alone = (template() if launcher else None), kernel_cmd
+            warm, alone = (template() if launcher else None), partial(list, kernel_cmd)
         if warm is not None and isinstance(self.provisioner, LocalProvisioner):
             self.provisioner.launch_kernel = partial(_launch_forked, self.provisioner, warm, alone)
         await super()._async_launch_kernel(kernel_cmd, **kw)
