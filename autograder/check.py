@@ -2,7 +2,8 @@
 
 For each assignment: the source scores full marks; the committed release scores 0 and
 grading completes; its feedback shows no hidden-test line; notebooks whose solution cells
-delegate to the student-side helpers score 0; every mutant loses points; grading the source
+delegate to the student-side helpers score 0; every mutant loses points; every design (a
+different correct solution of a design exercise) earns full marks; grading the source
 twice gives identical per-cell scores; and everything fits in a wall-time budget.
 
 Grading the source also records what of the ``autograder`` package it sent into the kernel:
@@ -36,7 +37,7 @@ from .course import (CourseError, course_root, read_notebook, release_notebook, 
 from .delegation import delegation_notebooks, leftover_notebook
 from .feedback import hidden_lines
 from .grading import GradeResult, ScratchCourse
-from .mutation import mutant_files, parse_mutant, splice
+from .mutation import design_files, mutant_files, parse_design, parse_mutant, splice
 
 
 # Gradings at once, each in its own worker process. They wait on kernels and rank processes part
@@ -157,6 +158,18 @@ def mutant_tasks(assignment: str, source: NotebookNode, root: Path) -> Iterator[
                    partial(caught, mutant.catches, caught_by=mutant.caught_by), mutant_of=mutant.grade_id)
 
 
+def design_tasks(assignment: str, source: NotebookNode, root: Path) -> Iterator[Task | Row]:
+    """One task per design file (another correct solution: full marks), or a FAIL row if it does not splice."""
+    for path in design_files(assignment, root):
+        what = f"design {path.stem}"
+        try:
+            spliced = splice(source, parse_design(path))
+        except CourseError as exc:
+            yield Row(assignment, what, False, detail=str(exc))
+            continue
+        yield Task(assignment, what, f"design_{path.stem}", spliced, full_marks)
+
+
 def delegation_tasks(assignment: str, source: NotebookNode, release: NotebookNode) -> Iterator[Task | Row]:
     """One task per generated delegation notebook: solution cells bound to helpers callables score 0."""
     try:
@@ -186,6 +199,7 @@ def assignment_tasks(assignment: str, root: Path) -> list[Task | Row]:
     return [Task(assignment, "source", "source", source, full_marks),
             Task(assignment, "release", "release", release, zero, hidden_from=source),
             *delegation_tasks(assignment, source, release),
+            *design_tasks(assignment, source, root),
             *mutant_tasks(assignment, source, root),
             Task(assignment, "source again (deterministic)", "source_again", source, None)]
 

@@ -19,6 +19,7 @@ CONFIG_FILE = Path(__file__).resolve().with_name("nbgrader_config.py")
 SOURCE = "source"
 RELEASE = "release"
 MUTANTS = Path("autograder") / "mutants"
+DESIGNS = Path("autograder") / "designs"
 
 
 class CourseError(Exception):
@@ -60,6 +61,11 @@ def release_notebook(assignment: str, root: Path | str | None = None) -> Path:
 def mutants_dir(assignment: str, root: Path | str | None = None) -> Path:
     """Directory holding the mutants of ``assignment``."""
     return course_root(root) / MUTANTS / assignment
+
+
+def designs_dir(assignment: str, root: Path | str | None = None) -> Path:
+    """Directory holding the alternative correct designs of ``assignment``'s design exercises."""
+    return course_root(root) / DESIGNS / assignment
 
 
 def read_notebook(path: Path | str) -> NotebookNode:

@@ -16,7 +16,7 @@ import pytest
 from nbformat.v4 import new_markdown_cell
 
 from autograder.__main__ import main
-from autograder.check import Task, caught, mutant_tasks, run_check
+from autograder.check import Task, caught, design_tasks, mutant_tasks, run_check
 from autograder.course import CourseError, release_notebook, source_notebook
 from autograder.grading import CellGrade, GradeResult, GradingError, grade_notebook, scratch_course
 from autograder.mutation import Mutant, MutantError, parse_mutant, splice
@@ -30,6 +30,8 @@ HIDDEN = ("assert add(1, 2) == 3\n### BEGIN HIDDEN TESTS\nassert add(2.5, 0.25) 
           "assert add('a', 'b') == 'ab'\n### END HIDDEN TESTS")
 MUTANT = ("# assignment: 00_tiny\n# grade_id: add\n# catches: truncates floats to int\n"
           "def add(a, b):\n    return int(a) + int(b)\n")
+DESIGN = ("# assignment: 00_tiny\n# grade_id: add\n# design: the operator module instead of +\n"
+          "import operator\n\ndef add(a, b):\n    return operator.add(a, b)\n")
 
 
 def tiny_notebook():
@@ -44,7 +46,7 @@ def tiny_notebook():
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
-    """A course root holding the tiny assignment, its release and one mutant."""
+    """A course root holding the tiny assignment, its release, one mutant and one other correct design."""
     root = tmp_path_factory.mktemp("course")
     path = source_notebook(NAME, root)
     path.parent.mkdir(parents=True)
@@ -53,6 +55,9 @@ def course(tmp_path_factory) -> Path:
     mutant = root / "autograder" / "mutants" / NAME / "truncates.py"
     mutant.parent.mkdir(parents=True)
     mutant.write_text(MUTANT)
+    design = root / "autograder" / "designs" / NAME / "operator_add.py"
+    design.parent.mkdir(parents=True)
+    design.write_text(DESIGN)
     return root
 
 
@@ -109,8 +114,23 @@ def test_check_source_release_mutant_and_determinism(course):
     assert rows["mutant truncates"].score == "1/3"
     assert "truncates floats to int" in rows["mutant truncates"].detail
     assert "test_add_hidden" in rows["mutant truncates"].detail
+    assert rows["design operator_add"].score == "3/3"
     assert rows["source again (deterministic)"].ok
     assert rows["feedback hides hidden tests"].ok
+
+
+def test_check_reports_a_design_that_loses_points(course, tmp_path, monkeypatch):
+    wrong = tmp_path / NAME / "floats.py"
+    wrong.parent.mkdir()
+    wrong.write_text(f"# assignment: {NAME}\n# grade_id: add\n# design: floats only\n"
+                     "def add(a, b):\n    return float(a) + float(b)\n")
+    monkeypatch.setattr("autograder.check.design_files", lambda assignment, root: [wrong])
+    source = nbformat.read(str(source_notebook(NAME, course)), as_version=4)
+    [task] = list(design_tasks(NAME, source, course))
+    assert "float(a)" in cell_with_id(task.notebook, "add").source
+    cells = [CellGrade("test_add_visible", 1.0, 1.0), CellGrade("test_add_hidden", 0.0, 2.0)]
+    ok, detail = task.verdict(GradeResult(NAME, 1.0, 3.0, cells))
+    assert not ok and "test_add_hidden" in detail
 
 
 def test_check_reports_a_surviving_mutant(course, tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from autograder.course import list_assignments, mutants_dir, release_notebook, source_notebook
-from autograder.mutation import mutant_files, parse_mutant
+from autograder.mutation import design_files, mutant_files, parse_design, parse_mutant
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments()
@@ -120,3 +120,44 @@ def test_mutants_name_existing_solution_cells(assignment: str) -> None:
         assert mutant.assignment == assignment, path
         assert mutant.grade_id in solution_ids, f"{path.name}: unknown grade_id {mutant.grade_id}"
         assert re.search(r"\w", mutant.catches), f"{path.name}: empty catches line"
+
+
+DESIGN_HEADING = re.compile(r"^## Design exercise \d+", re.MULTILINE)
+
+
+def design_exercises(nb) -> dict[str, tuple[int, int]]:
+    """Per design exercise (a markdown heading '## Design exercise N: ...'), its solution cell's grade_id
+    mapped to (the points of the exercise's test cells, the notebook's total points)."""
+    total = sum(_nbgrader(c).get("points", 0) for c in nb.cells)
+    found, current = {}, None
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            current = None
+            if DESIGN_HEADING.match(cell.source):
+                current = "heading"
+        elif current == "heading" and _nbgrader(cell).get("solution"):
+            current = _nbgrader(cell)["grade_id"]
+            found[current] = (0, total)
+        elif current not in (None, "heading") and _nbgrader(cell).get("grade"):
+            points, _ = found[current]
+            found[current] = (points + _nbgrader(cell).get("points", 0), total)
+    return found
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_design_exercises_have_several_correct_designs(assignment: str) -> None:
+    """Each design exercise is worth at least 30% of its assignment, and at least two designs
+    besides the source's (autograder/designs/, graded by the course check) must earn full marks."""
+    nb = nbformat.read(source_notebook(assignment), as_version=4)
+    exercises = design_exercises(nb)
+    designs = [parse_design(path) for path in design_files(assignment)]
+    for design in designs:
+        assert design.assignment == assignment, design.path
+        assert design.grade_id in exercises, f"{design.path.name}: {design.grade_id} is not a design exercise's cell"
+    if exercises:
+        points = sum(p for p, _ in exercises.values())
+        total = next(iter(exercises.values()))[1]
+        assert points >= 0.3 * total, f"{assignment}: design exercises are worth {points} of {total} points"
+    for grade_id in exercises:
+        named = [d for d in designs if d.grade_id == grade_id]
+        assert len(named) >= 2, f"{assignment}: design exercise {grade_id} has {len(named)} alternative designs"
