@@ -12,7 +12,9 @@ never a reference or an expected value.
 
 A mutant's grading is a short one: it runs the test cells from the replaced solution cell on,
 and stops at the first graded cell that loses points (``GuardedExecute.mutant_of``), so its
-row names that cell and its score is that of the cells run, not the notebook's.
+row names that cell and its score is that of the cells run, not the notebook's. A design's
+grading is short in the same way: the cells before its own are the source's, which earned full
+marks in the source grading.
 """
 from __future__ import annotations
 
@@ -128,7 +130,7 @@ class Task:
 
     ``verdict`` is None for the repeat grading of the source, which is judged against the
     first one; ``hidden_from`` is set when the grading's feedback must hide that source's
-    hidden tests; ``mutant_of`` is the solution cell a mutant replaced (its grading stops at
+    hidden tests; ``mutant_of`` is the solution cell a mutant or design replaced (its grading stops at
     the first cell that loses points, see :attr:`autograder.guard.GuardedExecute.mutant_of`).
     """
 
@@ -163,11 +165,12 @@ def design_tasks(assignment: str, source: NotebookNode, root: Path) -> Iterator[
     for path in design_files(assignment, root):
         what = f"design {path.stem}"
         try:
-            spliced = splice(source, parse_design(path))
+            design = parse_design(path)
+            spliced = splice(source, design)
         except CourseError as exc:
             yield Row(assignment, what, False, detail=str(exc))
             continue
-        yield Task(assignment, what, f"design_{path.stem}", spliced, full_marks)
+        yield Task(assignment, what, f"design_{path.stem}", spliced, full_marks, mutant_of=design.grade_id)
 
 
 def delegation_tasks(assignment: str, source: NotebookNode, release: NotebookNode) -> Iterator[Task | Row]:

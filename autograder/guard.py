@@ -35,8 +35,8 @@ It also contains faults to the cell they happen in:
    default ones cost 20-40 ms each.
 8. **Leftover processes.** Every process started below the grader during grading, even
    one started in a new session, is ended when grading ends (:mod:`autograder.processes`).
-9. **Mutants graded for the course check only** (:attr:`GuardedExecute.mutant_of`): test cells
-   before the replaced solution cell are not run, and nothing runs after the first graded cell
+9. **Mutants and designs graded for the course check only** (:attr:`GuardedExecute.mutant_of`):
+   test cells before the replaced solution cell are not run, and nothing runs after the first graded cell
    that loses points. Every real grading leaves the trait empty and runs every cell.
 10. **Kernels that do not start.** A kernel that dies or does not answer before any notebook
    code ran is shut down and another one started, up to ``START_ATTEMPTS`` kernels, so a
@@ -109,8 +109,8 @@ class GuardedExecute(Execute):
     """nbgrader's ``Execute`` with test cells decided in this process and refusal of tampering cells."""
 
     mutant_of = Unicode("", help=(
-        "The course check's short grading of a mutant (autograder/check.py): the grade_id of the solution "
-        "cell the mutant replaced. Graded test cells before that cell are not run (a cell cannot observe code "
+        "The course check's short grading of a mutant or a design (autograder/check.py): the grade_id of the "
+        "solution cell it replaced. Graded test cells before that cell are not run (a cell cannot observe code "
         "that runs after it), and once a graded cell has lost points no later cell runs. A cell not run keeps "
         "no output, which nbgrader scores as passed, so such a grading tells whether, and in which cell, the "
         "notebook first loses points; its total is not the notebook's score. Empty (every real grading): "
