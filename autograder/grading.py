@@ -251,8 +251,8 @@ class ScratchCourse:
     def grade(self, submitted: NotebookNode, student: str, mutant_of: str = "") -> GradeResult:
         """Autograde ``submitted`` as ``student`` and return its scores.
 
-        ``mutant_of`` (the course check's mutants only): the grade_id of the solution cell a mutant
-        replaced; the grading is the short one of :attr:`autograder.guard.GuardedExecute.mutant_of`,
+        ``mutant_of`` (the course check's mutants and designs only): the grade_id of the solution cell
+        a mutant or design replaced; the grading is the short one of :attr:`autograder.guard.GuardedExecute.mutant_of`,
         which shows whether, and where, points are first lost, not the notebook's score.
         """
         start = time.monotonic()

@@ -59,7 +59,7 @@ from helpers.cluster import share_forkserver
 
 from .budget import cell_limit
 from .policy import imported_names, refusal
-from .processes import Descendants, become_subreaper
+from .processes import Descendants, become_subreaper, is_subreaper
 from .verdicts import KernelTimeout, TestCells
 from .warm_kernels import WarmKernelManager, sandbox_mode, start_template
 
@@ -140,6 +140,7 @@ class GuardedExecute(Execute):
         self._lost = False  # whether a graded cell has lost points (mutant_of)
         CELL_SECONDS.clear()
         # Started before the snapshot below, so they outlive this grading and serve the next ones.
+        was_subreaper = is_subreaper()
         become_subreaper()
         share_forkserver()  # for the ranks of trusted code run here (autograder.verdicts); never a kernel's
         start_template(sandbox_mode(self.kernel_manager_class, self.config))  # SandboxUnavailable: no bubblewrap
@@ -150,6 +151,8 @@ class GuardedExecute(Execute):
             left = processes.end()
             if left:
                 self.log.warning("ended %d process(es) left running by the notebook: %s", len(left), left)
+            if not was_subreaper:  # e.g. a test's process: as it was before grading
+                become_subreaper(False)
 
     async def async_start_new_kernel_client(self):
         """nbclient's, with a new kernel when one dies or does not answer (no notebook code has run in it)."""

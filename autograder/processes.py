@@ -4,7 +4,9 @@ A process started with ``start_new_session=True`` escapes the process-group sign
 end a kernel's children, and once its parent dies it is re-parented to init. The grader
 marks itself a *child subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``), so such orphans are
 re-parented to the grader instead; :class:`Descendants` then finds every process below
-the grader that was not there before grading and kills it.
+the grader that was not there before grading and kills it. A grading run inside another
+program (a test, a notebook) gives the flag back when it ends (:func:`become_subreaper` with
+``False``), so that program is as it was.
 """
 from __future__ import annotations
 
@@ -17,11 +19,12 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
 
-def become_subreaper() -> None:
-    """Have orphaned descendants re-parented to this process instead of init (Linux; elsewhere nothing)."""
+def become_subreaper(on: bool = True) -> None:
+    """Have orphaned descendants re-parented to this process instead of init, or (``on=False``) to init
+    again (Linux; elsewhere nothing)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
 
 
 def is_subreaper() -> bool:

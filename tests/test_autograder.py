@@ -20,6 +20,7 @@ from autograder.check import Task, caught, design_tasks, mutant_tasks, run_check
 from autograder.course import CourseError, release_notebook, source_notebook
 from autograder.grading import CellGrade, GradeResult, GradingError, grade_notebook, scratch_course
 from autograder.mutation import Mutant, MutantError, parse_mutant, splice
+from autograder.processes import is_subreaper
 from autograder.release import release
 from tiny_course import assignment_notebook, nbgrader_cell, write_assignment
 
@@ -264,8 +265,10 @@ def test_a_mutants_short_grading_runs_from_its_cell_to_the_first_loss(tmp_path):
     source = nbformat.read(str(source_notebook(TWO_EXERCISES, root)), as_version=4)
     mutant = splice(source, Mutant(tmp_path / "sum.py", TWO_EXERCISES, "mul", "adds",
                                    "def mul(a, b):\n    return a + b"))
+    was_subreaper = is_subreaper()
     with scratch_course(TWO_EXERCISES, root) as scratch:
         short = scratch.grade(mutant, "short", mutant_of="mul")
+        assert is_subreaper() == was_subreaper, "grading in this process left it a child subreaper"
         graded = nbformat.read(str(scratch.workdir / "autograded" / "short" / TWO_EXERCISES
                                    / f"{TWO_EXERCISES}.ipynb"), as_version=4)
         whole = scratch.grade(mutant, "whole")
