@@ -12,7 +12,6 @@ worker is a fork of a process that has already imported torch.
 from __future__ import annotations
 
 import faulthandler
-import inspect
 import os
 import random
 import signal
@@ -22,7 +21,7 @@ import threading
 import traceback
 import warnings
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import cloudpickle
 import numpy as np
@@ -30,14 +29,11 @@ import torch
 import torch._dynamo  # noqa: F401  (the first optimizer imports it lazily: seconds per rank otherwise)
 import torch.distributed as dist
 
-from helpers.ledger import COLLECTIVES, CollectiveRecord
+from helpers.ledger import install_recorder, record_of
 
 # torch 2.13 renamed these two; tutorials still use the old names, so their
 # FutureWarning is noise for a student, not a lesson.
 _SILENCED_WARNINGS = r".*`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated.*"
-
-# How each collective's message is read from its arguments:
-
 
 class _Ledger:
     """Reports each collective to the kernel just before the rank enters it."""
@@ -48,51 +44,8 @@ class _Ledger:
         self.calls = 0
 
     def record(self, op: str, bound: dict[str, Any]) -> None:
-        tensor_arg, full, phases = COLLECTIVES[op]
-        group = bound.get("group")
-        ranks = tuple(dist.get_process_group_ranks(group)) if group is not None else tuple(range(dist.get_world_size()))
-        n = len(ranks)
-        tensor = bound.get(tensor_arg) if tensor_arg else None
-        if tensor_arg is None and op == "all_to_all":
-            tensor = bound["input_tensor_list"][0]
-        if isinstance(tensor, torch.Tensor):
-            dtype, shape = str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape)
-            numel = full(bound, n)
-            ring = phases * (n - 1) / n * numel * tensor.element_size()
-        else:
-            dtype, shape, numel, ring = ("object" if "object" in op else "none"), (), 0, 0.0
-        rec = CollectiveRecord(self.calls, op, dtype, shape, numel, ranks, float(ring), _detail(bound))
+        self.conn.send(("coll", self.task_id, record_of(op, bound, self.calls)))
         self.calls += 1
-        self.conn.send(("coll", self.task_id, rec))
-
-
-def _detail(bound: dict[str, Any]) -> str:
-    """The arguments besides the tensor that all ranks must agree on: reduction and root."""
-    parts = []
-    if isinstance(bound.get("op"), (dist.ReduceOp, dist.ReduceOp.RedOpType)):
-        parts.append(getattr(bound["op"], "name", str(bound["op"])))
-    for root in ("src", "dst", "group_src", "group_dst"):
-        if bound.get(root) is not None:
-            parts.append(f"{root}={bound[root]}")
-    return ", ".join(parts)
-
-
-def _install_ledger(ledger: _Ledger) -> None:
-    """Wrap the public ``torch.distributed`` collectives so each call is recorded."""
-    for op in COLLECTIVES:
-        original = getattr(dist, op)
-        signature = inspect.signature(original)
-
-        def wrapper(*args: Any, __op: str = op, __orig: Callable = original, __sig=signature, **kwargs: Any):
-            bound = __sig.bind(*args, **kwargs)
-            bound.apply_defaults()
-            ledger.record(__op, dict(bound.arguments))
-            return __orig(*args, **kwargs)
-
-        wrapper.__name__ = original.__name__
-        wrapper.__doc__ = original.__doc__
-        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-        setattr(dist, op, wrapper)
 
 
 def _seed_everything(seed: int) -> None:
@@ -186,7 +139,7 @@ def main(rank: int, world_size: int, store_path: str, conn: Any, lifeline: Any, 
     )
     dist.barrier()  # gloo connects lazily: pay for the first collective while the group forms
     ledger = _Ledger(conn)
-    _install_ledger(ledger)
+    install_recorder(ledger.record)
     conn.send(("ready", rank, capture.take()))
     while True:
         try:

@@ -7,8 +7,12 @@ prices it as a ring algorithm would send it ((N-1)/N of the message per phase).
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
 
 
 @dataclass(frozen=True)
@@ -164,3 +168,51 @@ COLLECTIVES: dict[str, tuple[str | None, _Full | None, int]] = {
     "gather_object": (None, None, 0),
     "scatter_object_list": (None, None, 0),
 }
+
+
+def _detail(bound: dict[str, Any]) -> str:
+    """The arguments besides the tensor that all ranks must agree on: reduction and root."""
+    parts = []
+    if isinstance(bound.get("op"), (dist.ReduceOp, dist.ReduceOp.RedOpType)):
+        parts.append(getattr(bound["op"], "name", str(bound["op"])))
+    for root in ("src", "dst", "group_src", "group_dst"):
+        if bound.get(root) is not None:
+            parts.append(f"{root}={bound[root]}")
+    return ", ".join(parts)
+
+
+def record_of(op: str, bound: dict[str, Any], index: int) -> CollectiveRecord:
+    """The record of one call of collective ``op`` with its bound arguments, this rank's ``index``-th."""
+    tensor_arg, full, phases = COLLECTIVES[op]
+    group = bound.get("group")
+    ranks = tuple(dist.get_process_group_ranks(group)) if group is not None else tuple(range(dist.get_world_size()))
+    n = len(ranks)
+    tensor = bound.get(tensor_arg) if tensor_arg else None
+    if tensor_arg is None and op == "all_to_all":
+        tensor = bound["input_tensor_list"][0]
+    if isinstance(tensor, torch.Tensor):
+        dtype, shape = str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape)
+        numel = full(bound, n)
+        ring = phases * (n - 1) / n * numel * tensor.element_size()
+    else:
+        dtype, shape, numel, ring = ("object" if "object" in op else "none"), (), 0, 0.0
+    return CollectiveRecord(index, op, dtype, shape, numel, ranks, float(ring), _detail(bound))
+
+
+def install_recorder(on_call: Callable[[str, dict[str, Any]], None]) -> None:
+    """Wrap this process's public ``torch.distributed`` collectives so that each call first calls
+    ``on_call(op, bound arguments)`` (see :func:`record_of`)."""
+    for op in COLLECTIVES:
+        original = getattr(dist, op)
+        signature = inspect.signature(original)
+
+        def wrapper(*args: Any, __op: str = op, __orig: Callable = original, __sig=signature, **kwargs: Any):
+            bound = __sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            on_call(__op, dict(bound.arguments))
+            return __orig(*args, **kwargs)
+
+        wrapper.__name__ = original.__name__
+        wrapper.__doc__ = original.__doc__
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        setattr(dist, op, wrapper)
