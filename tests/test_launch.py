@@ -1,0 +1,104 @@
+"""The student's own code under torchrun (``python -m helpers.launch``): equal with the source's
+solutions, not equal with a mutant, and failures reported per rank with no process left behind."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from autograder.course import release_notebook, source_notebook
+from autograder.mutation import Mutant, parse_mutant, splice
+
+ROOT = Path(__file__).resolve().parents[1]
+# Each lesson with a torchrun script, and a mutant of its that trains to a different result.
+LESSONS = {
+    "06_gradient_sharding": "rs_sum_no_normalize",
+}
+RUN_S = 300  # a hang guard for one launch, not a speed limit
+
+
+def launch(notebook: Path, workdir: Path, *options: str) -> subprocess.CompletedProcess:
+    """``python -m helpers.launch NOTEBOOK`` on 2 ranks (unless ``options`` say otherwise)."""
+    return subprocess.run([sys.executable, "-m", "helpers.launch", str(notebook), "--workdir", str(workdir),
+                           *options], cwd=ROOT, capture_output=True, text=True, timeout=RUN_S)
+
+
+def with_cell(assignment: str, grade_id: str, source: str, path: Path) -> Path:
+    """The source notebook of ``assignment`` with solution cell ``grade_id`` replaced, written to ``path``."""
+    nb = nbformat.read(source_notebook(assignment), as_version=4)
+    nbformat.write(splice(nb, Mutant(path, assignment, grade_id, "", source)), str(path))
+    return path
+
+
+def left_running(workdir: Path) -> list[int]:
+    """Processes whose command line names ``workdir``: a launch's torchrun and workers."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        if any(str(workdir) in part for part in (p.info["cmdline"] or [])):
+            found.append(p.info["pid"])
+    return found
+
+
+@pytest.mark.parametrize("assignment", LESSONS)
+def test_source_solutions_equal_the_reference(assignment, tmp_path):
+    proc = launch(source_notebook(assignment), tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "EQUAL to" in proc.stdout and "NOT" not in proc.stdout
+    assert "bytes sent under ring algorithms" in proc.stdout
+    assert left_running(tmp_path) == []
+
+
+@pytest.mark.parametrize("assignment", LESSONS)
+def test_a_mutant_is_not_equal(assignment, tmp_path):
+    mutant = parse_mutant(ROOT / "autograder" / "mutants" / assignment / f"{LESSONS[assignment]}.py")
+    nb = splice(nbformat.read(source_notebook(assignment), as_version=4), mutant)
+    path = tmp_path / f"{assignment}.ipynb"
+    nbformat.write(nb, str(path))
+    proc = launch(path, tmp_path / "run")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "NOT EQUAL to" in proc.stdout
+
+
+def test_unsolved_notebook_names_what_is_missing(tmp_path):
+    proc = launch(release_notebook("06_gradient_sharding"), tmp_path)
+    assert proc.returncode == 2
+    assert "not implemented yet: owned_range, reduce_scatter_gradients, sharded_clip_grad_norm_" in proc.stderr
+
+
+def test_a_rank_that_raises_is_reported_with_the_students_frame(tmp_path):
+    source = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
+              "    if dist.get_rank() == 1:\n"
+              "        raise ValueError('rank 1 gives up')\n"
+              "    return flat_grad\n")
+    path = with_cell("06_gradient_sharding", "reduce_scatter_gradients", source, tmp_path / "06_mutant.ipynb")
+    proc = launch(path, tmp_path / "run", "--timeout", "20")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "[rank 1] failed:" in proc.stderr
+    assert "raise ValueError('rank 1 gives up')" in proc.stderr and "ValueError: rank 1 gives up" in proc.stderr
+    assert left_running(tmp_path) == []
+
+
+def test_a_rank_that_skips_a_collective_fails_the_run_in_its_timeout(tmp_path):
+    source = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
+              "    shard = -(-flat_grad.numel() // dist.get_world_size())\n"
+              "    out = flat_grad.new_zeros(shard)\n"
+              "    if dist.get_rank() != 1:\n"
+              "        dist.all_reduce(out)\n"
+              "    return out\n")
+    path = with_cell("06_gradient_sharding", "reduce_scatter_gradients", source, tmp_path / "06_mutant.ipynb")
+    proc = launch(path, tmp_path / "run", "--timeout", "5")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "failed:" in proc.stderr
+    assert left_running(tmp_path) == []
+
+
+def test_print_command_shows_torchrun(tmp_path):
+    proc = launch(source_notebook("06_gradient_sharding"), tmp_path, "--print-command", "--nproc-per-node", "4",
+                  "--", "--steps", "8")
+    assert proc.returncode == 0
+    assert "torch.distributed.run --standalone --nproc-per-node=4" in proc.stdout
+    assert "-m helpers.launch.l06" in proc.stdout and proc.stdout.rstrip().endswith("--steps 8")
