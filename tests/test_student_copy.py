@@ -105,3 +105,15 @@ def test_the_copy_builds_its_book_without_the_grader(copy, tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert "one chapter at a time" in proc.stdout and "01_tiny.ipynb: executed" in proc.stdout
     assert "ran without the grader" in (out / "notebooks" / "01_tiny.html").read_text()
+
+
+def test_the_copy_runs_a_students_notebook_under_torchrun(copy, tmp_path):
+    """``python -m helpers.launch`` ships with the copy and, on an unsolved notebook, names what is missing
+    before it starts any rank."""
+    assert (copy / "helpers" / "launch" / "l06.py").is_file()
+    notebook = copy / "release" / "06_gradient_sharding" / "06_gradient_sharding.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "helpers.launch", str(notebook), "--workdir", str(tmp_path)],
+                          cwd=copy, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "not implemented yet: owned_range, reduce_scatter_gradients, sharded_clip_grad_norm_" in proc.stderr
+    assert "torch.distributed.run" not in proc.stdout

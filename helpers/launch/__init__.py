@@ -102,22 +102,46 @@ def stubs(source: str) -> set[str]:
     return found
 
 
-def load_student(path: Path | str, needs: Sequence[str]) -> ModuleType:
-    """The student's module at ``path``, once it defines (and implements) every name in ``needs``."""
-    path = Path(path)
-    source = path.read_text(encoding="utf-8")
-    unsolved = [name for name in needs if name in stubs(source)]
-    spec = importlib.util.spec_from_file_location("student", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    missing = [name for name in needs if not hasattr(module, name)]
+def defined_names(source: str) -> set[str]:
+    """Names bound at the top level of ``source``: its functions, classes and assignments."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def check_source(source: str, needs: Sequence[str]) -> None:
+    """Raise :class:`MissingCode` naming what ``source`` lacks of ``needs``, or has not implemented yet."""
+    missing = [name for name in needs if name not in defined_names(source)]
     if missing:
         raise MissingCode(f"your notebook defines no {', '.join(missing)}: this lesson's script needs "
                           f"{', '.join(needs)} from your solution cells")
+    unsolved = [name for name in needs if name in stubs(source)]
     if unsolved:
         raise MissingCode(f"not implemented yet: {', '.join(unsolved)} (its solution cell still raises "
                           f"NotImplementedError); this lesson's script needs {', '.join(needs)}")
+
+
+def load_student(path: Path | str, needs: Sequence[str]) -> ModuleType:
+    """The student's module at ``path``, once it defines (and implements) every name in ``needs``."""
+    path = Path(path)
+    check_source(path.read_text(encoding="utf-8"), needs)
+    spec = importlib.util.spec_from_file_location("student", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
+
+
+def script_needs(script: Path) -> tuple[str, ...]:
+    """A lesson script's ``NEEDS`` (the student's names it calls), read without importing the script."""
+    for node in ast.parse(script.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NEEDS" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise ValueError(f"{script} has no NEEDS = (...) of the student's names it calls")
 
 
 def parser(description: str) -> argparse.ArgumentParser:

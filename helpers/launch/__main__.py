@@ -11,7 +11,6 @@ of ``--standalone`` (the README's section "Run your code under torchrun" shows i
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -24,7 +23,7 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from helpers.launch import MISSING, VERDICT_FILE
+from helpers.launch import MISSING, VERDICT_FILE, MissingCode, check_source, script_needs
 
 ROOT = Path(__file__).resolve().parents[2]  # the course (or student copy) root, which holds helpers/
 IMPORTS_GRADE_ID = "imports"
@@ -62,13 +61,13 @@ def lesson_of(notebook: Path) -> str:
     return match.group(1)
 
 
-def script_module(lesson: str) -> str:
-    """The module of lesson ``NN``'s torchrun script, or a clear exit if it has none."""
-    name = f"helpers.launch.l{lesson}"
-    if importlib.util.find_spec(name) is None:
+def script_of(lesson: str) -> Path:
+    """The file of lesson ``NN``'s torchrun script (module ``helpers.launch.lNN``)."""
+    path = Path(__file__).with_name(f"l{lesson}.py")
+    if not path.is_file():
         have = sorted(p.stem[1:] for p in Path(__file__).parent.glob("l[0-9][0-9].py"))
         raise LaunchError(f"lesson {lesson} has no torchrun script (lessons with one: {', '.join(have)})")
-    return name
+    return path
 
 
 def torchrun_command(module: str, student: Path, out: Path, args: argparse.Namespace) -> list[str]:
@@ -99,17 +98,23 @@ def run(args: argparse.Namespace) -> int:
     notebook_path = Path(args.notebook)
     if not notebook_path.is_file():
         raise LaunchError(f"no notebook {notebook_path}")
-    module = script_module(lesson_of(notebook_path))
+    lesson = lesson_of(notebook_path)
+    script = script_of(lesson)
+    source = student_source(nbformat.read(notebook_path, as_version=4))
+    try:
+        check_source(source, script_needs(script))
+    except MissingCode as exc:
+        raise LaunchError(str(exc)) from None
     if args.backend == "nccl" and not cuda_available():
         raise LaunchError("--backend nccl needs CUDA, and torch sees no GPU here; use --backend gloo")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="course-launch-"))
     workdir.mkdir(parents=True, exist_ok=True)
     student = workdir / f"student_{notebook_path.stem}.py"
-    student.write_text(student_source(nbformat.read(notebook_path, as_version=4)), encoding="utf-8")
+    student.write_text(source, encoding="utf-8")
     out = workdir / "out"
     out.mkdir(exist_ok=True)
     (out / VERDICT_FILE).unlink(missing_ok=True)
-    command = torchrun_command(module, student, out, args)
+    command = torchrun_command(f"helpers.launch.l{lesson}", student, out, args)
     if args.print_command:
         print(shlex.join(command))
         return 0
