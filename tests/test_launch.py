@@ -2,6 +2,7 @@
 solutions, not equal with a mutant, and failures reported per rank with no process left behind."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,28 @@ def test_a_rank_that_skips_a_collective_fails_the_run_in_its_timeout(tmp_path):
     proc = launch(path, tmp_path / "run", "--timeout", "5")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "failed:" in proc.stderr
+    assert left_running(tmp_path) == []
+
+
+def test_two_machines_form_one_group_through_the_c10d_rendezvous(tmp_path):
+    """The multi-node command, with two "machines" on this one: each its own command and torchrun agent."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    nodes = [subprocess.Popen([sys.executable, "-m", "helpers.launch", str(source_notebook("06_gradient_sharding")),
+                               "--workdir", str(tmp_path / f"node{k}"), "--nnodes", "2", "--nproc-per-node", "1",
+                               "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for k in range(2)]
+    try:
+        outputs = [node.communicate(timeout=RUN_S)[0] for node in nodes]
+    finally:
+        for node in nodes:
+            if node.poll() is None:  # the other machine never came: end its command (it ends its torchrun)
+                node.terminate()
+                node.wait(timeout=30)
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    assert sum("EQUAL to" in out and "on 2 ranks" in out for out in outputs) == 1, outputs  # printed by rank 0
     assert left_running(tmp_path) == []
 
 

@@ -233,9 +233,10 @@ def worker(main: Callable[[ModuleType, Context], Outcome], needs: Sequence[str],
     ledgers: list[Any] = [None] * context.world_size
     dist.all_gather_object(outcomes, mine)
     dist.all_gather_object(ledgers, context.records)
+    lines = _report(outcomes, ledgers, backend)
     if rank == 0:
-        lines = _report(outcomes, ledgers, backend)
         print("\n".join(lines), flush=True)
+    if local_rank == 0:  # one verdict per machine, for the command that started this machine's ranks
         Path(args.out, VERDICT_FILE).write_text(json.dumps(
             {"equal": all(o["equal"] for o in outcomes), "lines": lines}), encoding="utf-8")
     dist.barrier()  # before teardown: destroying a gloo group while a peer is connected can abort

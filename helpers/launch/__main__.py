@@ -3,10 +3,10 @@
     python -m helpers.launch NOTEBOOK [--nproc-per-node N] [--backend auto|gloo|nccl] [--max-restarts R]
                              [--timeout S] [--workdir DIR] [-- LESSON OPTIONS]
 
-On one machine it runs ``torchrun --standalone``. With ``--print-command`` it prints the torchrun
-command instead of running it, for several machines: run that command on every node with
-``--nnodes``, ``--rdzv-backend c10d``, ``--rdzv-endpoint HOST:PORT`` and one ``--rdzv-id`` in place
-of ``--standalone`` (the README's section "Run your code under torchrun" shows it).
+On one machine it runs ``torchrun --standalone``. On several, run the same command on every
+machine with ``--nnodes N --rdzv-endpoint HOST:PORT`` (a port on one of them that all reach) and
+the same ``--rdzv-id``: torchrun's c10d rendezvous then forms one group of N x nproc-per-node
+ranks. ``--print-command`` prints the torchrun command instead of running it.
 """
 from __future__ import annotations
 
@@ -72,7 +72,14 @@ def script_of(lesson: str) -> Path:
 
 def torchrun_command(module: str, student: Path, out: Path, args: argparse.Namespace) -> list[str]:
     """The torchrun command line that runs ``module`` with the student's code."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc_per_node}",
+    if args.nnodes == 1:
+        where = ["--standalone"]
+    elif not args.rdzv_endpoint:
+        raise LaunchError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT (a machine every node reaches)")
+    else:
+        where = [f"--nnodes={args.nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={args.rdzv_endpoint}",
+                 f"--rdzv-id={args.rdzv_id}"]
+    return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc-per-node={args.nproc_per_node}",
             f"--max-restarts={args.max_restarts}", "-m", module, "--student", str(student), "--out", str(out),
             "--backend", args.backend, "--timeout", str(args.timeout), *args.lesson_options]
 
@@ -148,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nproc-per-node", type=int, default=2, help="ranks (processes) on this machine (default 2)")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
                    help="auto (default): nccl with one GPU per rank where CUDA is available, else gloo")
+    p.add_argument("--nnodes", type=int, default=1,
+                   help="machines: run the same command on each, with the same --rdzv-endpoint and --rdzv-id")
+    p.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous (with --nnodes above 1)")
+    p.add_argument("--rdzv-id", default="course", help="one id per job, the same on every node (default: course)")
     p.add_argument("--max-restarts", type=int, default=0,
                    help="torchrun restarts the whole group up to this many times (default 0)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a rank waits in one collective (default 60)")
