@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test check release store bench grade student-copy book
+.PHONY: setup lab test check release store bench grade student-copy book gpu-smoke
 
 setup: $(STAMP)
 
@@ -51,3 +51,13 @@ bench: setup
 # Self-study: grade your own notebook, e.g. make grade NB=release/01_replicated_training/01_replicated_training.ipynb
 grade: setup
 	$(PY) -m autograder grade $(NB)
+
+# On a machine with GPUs: every lesson's torchrun script (helpers/launch/lNN.py) with the source
+# notebook's solutions on NCCL, one rank per GPU. Not yet run on a GPU (README, "On GPUs").
+gpu-smoke: setup
+	@gpus=$$($(PY) -c 'import torch; print(torch.cuda.device_count())'); \
+	test "$$gpus" -gt 0 || { echo "gpu-smoke: torch sees no GPU"; exit 2; }; \
+	for script in helpers/launch/l[0-9][0-9].py; do \
+	  n=$$(basename $$script .py | cut -c2-); \
+	  $(PY) -m helpers.launch source/$${n}_*/$${n}_*.ipynb --backend nccl --nproc-per-node $$gpus || exit 1; \
+	done

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -170,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     split = argv.index("--") if "--" in argv else len(argv)
     args = p.parse_args(argv[:split])
     args.lesson_options = argv[split + 1:]  # after --: options of the lesson's script, e.g. -- --steps 8
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that a stopped command ends its torchrun too
     try:
         return run(args)
     except LaunchError as exc:
