@@ -1,4 +1,4 @@
-"""Benchmark: a cold spawned gloo group vs the warm helpers.cluster pool, and grading time.
+"""Benchmark: a cold spawned gloo group vs the warm helpers.cluster pool, a torchrun launch, and grading time.
 
     python benchmarks/bench.py            # or: make bench
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -59,6 +60,16 @@ def warm_run_seconds(calls: int = 10) -> tuple[float, float, float]:
         times.append(time.perf_counter() - start)
     shutdown()
     return times[0], times[-1], statistics.median(times[1:])
+
+
+def launch_seconds(assignment: str = "06_gradient_sharding") -> float:
+    """The whole ``python -m helpers.launch`` command on ``assignment``'s source, 4 ranks under torchrun."""
+    notebook = ROOT / "source" / assignment / f"{assignment}.ipynb"
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "helpers.launch", str(notebook), "--nproc-per-node", str(WORLD_SIZE),
+                        "--workdir", tmp], cwd=ROOT, check=True, capture_output=True, timeout=600)
+        return time.perf_counter() - start
 
 
 def stock_config(root: Path):
@@ -159,6 +170,7 @@ def graded_cell_seconds() -> list[tuple[str, float]]:
 def main() -> None:
     cold = cold_spawn_seconds()
     first, tenth, median = warm_run_seconds()
+    launch = launch_seconds()
     grades = grading_seconds()
     baseline = baseline_seconds()
     cells = graded_cell_seconds()
@@ -171,6 +183,9 @@ def main() -> None:
     print(f"| tenth `helpers.cluster.run`, same all_reduce (warm) | {tenth:.4f} |")
     print(f"| median of warm calls 2-10 | {median:.4f} |")
     print(f"| **ratio cold spawn / tenth warm run** | **{cold / tenth:.0f}x** |")
+    print(f"| `python -m helpers.launch` lesson 06 on {WORLD_SIZE} ranks under torchrun (the whole command: agent, "
+          f"workers, 4 training steps, verdict) | {launch:.2f} |")
+    print(f"| **ratio torchrun launch / first `helpers.cluster.run`** | **{launch / first:.1f}x** |")
     for label, seconds, score, max_score in grades:
         print(f"| grade `source/{ASSIGNMENT}` (second grading in a row), {label}, score {score:g}/{max_score:g} "
               f"| {seconds:.1f} |")
