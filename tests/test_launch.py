@@ -97,6 +97,21 @@ def test_a_rank_that_skips_a_collective_fails_the_run_in_its_timeout(tmp_path):
     assert left_running(tmp_path) == []
 
 
+def test_a_rank_that_hangs_is_shown_where_it_hangs(tmp_path):
+    source = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
+              "    while dist.get_rank() == 1:\n"
+              "        pass  # rank 1 never returns\n"
+              "    return flat_grad\n")
+    path = with_cell("06_gradient_sharding", "reduce_scatter_gradients", source, tmp_path / "06_mutant.ipynb")
+    proc = launch(path, tmp_path / "run", "--timeout", "5")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "[rank 0] failed:" in proc.stderr  # rank 0 gave up waiting for rank 1 in a collective
+    student = tmp_path / "run" / "student_06_mutant.py"
+    hang_line = student.read_text().splitlines().index("    while dist.get_rank() == 1:") + 1
+    assert f'File "{student}", line {hang_line} in reduce_scatter_gradients' in proc.stderr  # rank 1's stack
+    assert left_running(tmp_path) == []
+
+
 def test_two_machines_form_one_group_through_the_c10d_rendezvous(tmp_path):
     """The multi-node command, with two "machines" on this one: each its own command and torchrun agent."""
     with socket.socket() as s:

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import faulthandler
 import importlib.util
 import json
 import os
 import resource
+import signal
 import sys
 import traceback
 from contextlib import contextmanager
@@ -206,6 +208,9 @@ def worker(main: Callable[[ModuleType, Context], Outcome], needs: Sequence[str],
         add_arguments(p)
     args = p.parse_args()
     rank = int(os.environ.get("RANK", 0))
+    # torchrun stops the other workers with SIGTERM when one fails: each prints where it was (a rank
+    # that hangs in a loop, or waits in a collective that a peer skipped), then ends as before.
+    faulthandler.register(signal.SIGTERM, all_threads=False, chain=True)
     try:
         student = load_student(args.student, needs)
     except MissingCode as exc:
