@@ -14,6 +14,7 @@ elements unless a name says bytes.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Sequence
 
 import torch
@@ -25,8 +26,6 @@ from helpers.reference import mse, rank_shard, state_of
 from helpers.stored import load
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-_GATHERS = ("all_gather_single", "all_gather_into_tensor")
-_SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
 STORED_VISIBLE = "07_visible"
 
 
@@ -57,47 +56,150 @@ def fsdp2_counts_on_rank(widths: Sequence[int], reshard_after_forward: bool) -> 
 # --------------------------------------------------------------------------- drivers (call inside run)
 
 
-def _held(units: Sequence[Any], modules: Sequence[nn.Module]) -> list[int]:
+def unit_bounds(model: nn.Module, world_size: int) -> list[int]:
+    """Per unit (``model[::2]``): the most bytes of full parameters it may hold, ``4 * N * ceil(n / N)``."""
+    return [4 * world_size * -(-sum(p.numel() for p in m.parameters()) // world_size) for m in model[::2]]
+
+
+def step_bytes_bound(model: nn.Module, world_size: int) -> float:
+    """Ring bytes one rank may send per step: per unit, two all-gathers and one reduce-scatter of ``N * S`` floats."""
+    return 3 * (world_size - 1) / world_size * sum(unit_bounds(model, world_size))
+
+
+def _unit_tensors(unit: Any) -> list[torch.Tensor]:
+    """The tensors a unit keeps in its attributes, directly or inside a list, tuple or dict attribute."""
+    found: list[torch.Tensor] = []
+    for value in vars(unit).values():
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+        found += [t for t in items if isinstance(t, torch.Tensor)]
+    return found
+
+
+def _held(units: Sequence[Any], modules: Sequence[nn.Module],
+          saved: Sequence[Sequence[torch.Tensor]] | None = None) -> list[int]:
     """Bytes of full parameters each unit keeps allocated, read from the storages, not from an attribute.
 
     Per unit: the bytes (``untyped_storage().nbytes()``) of the distinct storages behind its
-    module's parameters and its ``full`` buffer. A ``free()`` that only rebinds ``self.full``
-    leaves the parameters viewing the old buffer, and its bytes are counted here.
+    module's parameters, behind every tensor the unit keeps in an attribute and behind ``saved[u]``
+    (the tensors autograd saved for backward while the unit's forward ran, activations excluded),
+    except the storages of ``shard`` and ``shard.grad``. A ``free()`` that only rebinds an
+    attribute leaves the parameters viewing the old buffer, and its bytes are counted here.
     """
     held = []
-    for unit, module in zip(units, modules):
-        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-                    for t in (unit.full, *module.parameters())}
-        held.append(sum(storages.values()))
+    for u, (unit, module) in enumerate(zip(units, modules)):
+        shard = getattr(unit, "shard", None)
+        own = {t.untyped_storage().data_ptr() for t in (shard, getattr(shard, "grad", None))
+               if isinstance(t, torch.Tensor)}
+        tensors = [*module.parameters(), *_unit_tensors(unit), *(saved[u] if saved else [])]
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+        held.append(sum(n for ptr, n in storages.items() if ptr not in own))
     return held
 
 
+class _ProbeGrad(torch.autograd.Function):
+    """Identity whose backward tells a :class:`Probe` that backward reached it."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, probe: "Probe") -> torch.Tensor:
+        ctx.probe = probe
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        ctx.probe.on_backward()
+        return grad, None
+
+
+class Probe(nn.Module):
+    """The last layer of a probed unit: calls ``on_forward()`` while the unit computes its forward (its other
+    layers have run, the unit's own forward hooks have not), ``on_backward()`` when backward reaches the unit."""
+
+    def __init__(self, on_forward: Callable[[], None], on_backward: Callable[[], None]) -> None:
+        super().__init__()
+        self.on_forward, self.on_backward = on_forward, on_backward
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.on_forward()
+        return _ProbeGrad.apply(x, self) if x.requires_grad else x
+
+
+class _Meter:
+    """Puts a :class:`Probe` at the end of every unit of ``model`` and records the bytes every unit holds.
+
+    Tensors autograd saves while a unit's forward runs count for that unit, except activations
+    (the inputs and outputs of the model's modules).
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.units: list[Any] = []
+        self.phase, self.inside = "forward", None
+        self.record: dict[str, Any] = {"during_forward": [], "during_backward": []}
+        self.activations: set[int] = set()
+        self.saved: list[list[Any]] = []
+        for i in range(0, len(model), 2):
+            u = i // 2
+            model[i] = nn.Sequential(model[i], Probe(lambda u=u: self.probe("during_forward", u),
+                                                     lambda u=u: self.probe("during_backward", u)))
+            model[i].register_forward_pre_hook(lambda m, args, u=u: self.enter(u))  # until the next unit enters
+            self.saved.append([])
+        for m in model.modules():
+            m.register_forward_pre_hook(lambda m, args: self.note_activations(args))
+            m.register_forward_hook(lambda m, args, out: self.note_activations((out,)))
+        self.modules = list(model[::2])
+
+    def enter(self, unit: int) -> None:
+        self.inside = unit
+
+    def note_activations(self, tensors: Sequence[Any]) -> None:
+        self.activations.update(t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor))
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        """Save what autograd saves without hooks, a tensor sharing ``t``'s storage of the moment, and note it."""
+        saved = t.detach()
+        if self.inside is not None:
+            self.saved[self.inside].append(weakref.ref(saved))
+        return saved
+
+    def held(self) -> list[int]:
+        """Bytes each unit holds now (see :func:`_held`)."""
+        saved = [[t for t in (ref() for ref in refs) if t is not None
+                  and t.untyped_storage().data_ptr() not in self.activations] for refs in self.saved]
+        return _held(self.units, self.modules, saved)
+
+    def probe(self, when: str, unit: int) -> None:
+        if when == "during_forward" and self.phase != "forward":
+            return  # a recomputation during backward
+        self.record[when].append([unit, self.held()])
+
+
 def unit_step_on_rank(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Module], batch: Batch) -> dict[str, Any]:
-    """Wrap every Linear of ``model_fn()`` in ``unit_cls``; one forward, backward and ``reduce_gradients``.
+    """Wrap every unit of ``model_fn()`` (ending in a :class:`Probe`) in ``unit_cls``; one forward, backward and
+    ``reduce_gradients``.
 
     Runs on this rank's rows of ``batch``. Returns the shard sizes, the bytes of full parameters
-    each unit held after wrapping, while each unit's forward ran, after forward, after backward and
-    after every unit's ``reduce_gradients()`` and ``free()``; the output, every unit's
-    ``shard.grad`` and whether the module gradients were cleared.
+    each unit held after wrapping, while each unit's forward ran, when backward reached each unit
+    (``[unit, bytes per unit]``), after forward, after backward and after every unit's
+    ``reduce_gradients()`` and ``free()``; the output, every unit's ``shard.grad`` and whether the
+    module gradients were cleared.
     """
     model = model_fn()
-    modules = list(model[::2])
-    units = [unit_cls(m) for m in modules]
-    record: dict[str, Any] = {"shard_numel": [u.shard.numel() for u in units], "after_init": _held(units, modules),
-                              "during_forward": []}
-    for m in modules:  # registered after the unit's own hooks: sees what the unit gathered
-        m.register_forward_pre_hook(lambda mod, args: record["during_forward"].append(_held(units, modules)))
+    meter = _Meter(model)
+    meter.units = [unit_cls(m) for m in meter.modules]
+    record = meter.record
+    record.update(shard_numel=[u.shard.numel() for u in meter.units], after_init=meter.held())
     x, y = rank_shard(*batch)
-    out = model(x)
-    record["after_forward"] = _held(units, modules)
+    with torch.autograd.graph.saved_tensors_hooks(meter.pack, lambda t: t):
+        out = model(x)
+    record["after_forward"] = meter.held()
+    meter.phase = "backward"
     mse(out, y).backward()
-    record["after_backward"] = _held(units, modules)
-    for u in units:
+    record["after_backward"] = meter.held()
+    for u in meter.units:
         u.reduce_gradients()
         u.free()
-    record["after_step"] = _held(units, modules)
+    record["after_step"] = meter.held()
     record["output"] = out.detach().clone()
-    record["grad_shards"] = [None if u.shard.grad is None else u.shard.grad.detach().clone() for u in units]
+    record["grad_shards"] = [None if u.shard.grad is None else u.shard.grad.detach().clone() for u in meter.units]
     record["grads_cleared"] = all(p.grad is None for p in model.parameters())
     return record
 
@@ -136,10 +238,6 @@ def shard_train_on_rank(unit_cls: Callable[..., Any], train_fn: Callable[..., li
 # --------------------------------------------------------------------------- checks
 
 
-def _gathers(ledger: Any, rank: int) -> int:
-    return sum(ledger.count(op, rank) for op in _GATHERS)
-
-
 def stored_expected(case: str) -> Any:
     """The float64 results a visible test compares with, stored with the course.
 
@@ -150,34 +248,47 @@ def stored_expected(case: str) -> Any:
     return [tensors[str(u)] for u in range(len(tensors))] if case == "unit_gradients" else tensors
 
 
+def _memory_problem(r: dict[str, Any], bounds: Sequence[int]) -> str | None:
+    """What one rank's recorded bytes (:func:`unit_step_on_rank`) say the units held too much of, or ``None``."""
+    checks = [("after_init", "right after wrapping"), ("during_forward", "forward"),
+              ("after_forward", "after the model's forward"), ("during_backward", "backward"),
+              ("after_step", "after every unit's reduce_gradients() and free()")]
+    for when, what in checks:
+        if when.startswith("after") and any(r[when]):
+            return (f"{what}, the units held {r[when]} bytes of full parameters; FULL_SHARD keeps only the shards "
+                    f"between operations: 0 bytes.")
+        for unit, held in r[when] if when.startswith("during") else []:
+            over = [v for v, h in enumerate(held) if h > bounds[v]]
+            others = [v for v, h in enumerate(held) if h and v != unit] if when == "during_forward" else []
+            if over or others:
+                return (f"while unit {unit}'s {what} ran, the units held {held} bytes of full parameters; each unit "
+                        f"may hold at most its padded parameters, 4 N S bytes ({list(bounds)}), and during forward "
+                        f"only the unit that computes holds any.")
+    return None
+
+
 def assert_unit_step(results: Sequence[dict[str, Any]], model_fn: Callable[[], nn.Module], batch: Batch,
                      ledger: Any, unit_gradients: Sequence[torch.Tensor]) -> None:
     """One step through the units (:func:`unit_step_on_rank`) agrees with the unsharded model.
 
     The ranks' outputs equal the unsharded model's on their rows; the ranks' ``shard.grad``,
     concatenated in rank order, are the zero-padded ``unit_gradients[u]`` (the flat full-batch
-    mean gradient of unit ``u``); only the computing unit is materialised during forward, none
-    after forward or after the step; every unit all-gathered twice and reduce-scattered once.
+    mean gradient of unit ``u``); the bytes the units held stay within the bounds (see
+    :func:`_memory_problem`); every rank sent at most :func:`step_bytes_bound` ring bytes.
     """
     model = model_fn()
     world = len(results)
     rows = len(batch[0]) // world
+    bounds = unit_bounds(model, world)
     for rank, r in enumerate(results):
-        if any(r["after_init"]):
-            raise AssertionError(f"rank {rank}: right after wrapping, the units hold {r['after_init']} bytes of full "
-                                 f"parameters: __init__ must end with free().")
         with torch.no_grad():
             expected_out = model(batch[0][rank * rows:(rank + 1) * rows])
         if not torch.allclose(r["output"], expected_out, atol=1e-5, rtol=1e-4):
             raise AssertionError(f"rank {rank}: the sharded model's output differs from the unsharded model's: does "
-                                 f"gather() fill self.full, and is every parameter a view into it?")
-        for u, held in enumerate(r["during_forward"]):
-            if held[u] == 0 or any(h for v, h in enumerate(held) if v != u):
-                raise AssertionError(f"rank {rank}: while unit {u}'s forward ran, the units held {held} bytes of "
-                                     f"full parameters; FULL_SHARD materialises only the unit that computes.")
-        if any(r["after_forward"]) or any(r["after_step"]):
-            raise AssertionError(f"rank {rank}: full-parameter bytes after forward {r['after_forward']}, after "
-                                 f"reduce_gradients() and free() {r['after_step']}; both must be 0.")
+                                 f"the forward compute with the full parameters assembled from every rank's shard?")
+        problem = _memory_problem(r, bounds)
+        if problem is not None:
+            raise AssertionError(f"rank {rank}: {problem}")
         if not r["grads_cleared"]:
             raise AssertionError(f"rank {rank}: the module parameters still have .grad after reduce_gradients(): "
                                  f"set them to None, the shard holds the gradient now.")
@@ -198,21 +309,27 @@ def assert_unit_step(results: Sequence[dict[str, Any]], model_fn: Callable[[], n
                                  f"full-batch mean gradient of the unit.{hint}")
         if got.numel() > expected.numel() and float(got[expected.numel():].abs().max()) > 0:
             raise AssertionError(f"unit {u}: the padding of the last shard has a non-zero gradient.")
-    units = len(model[::2])
+    _assert_traffic(ledger, step_bytes_bound(model, world), "one step")
+
+
+def _assert_traffic(ledger: Any, bound: float, what: str) -> None:
+    """Every rank sent at most ``bound`` ring bytes (the ledger's measure)."""
     for rank in range(ledger.world_size):
-        gathers, scatters = _gathers(ledger, rank), sum(ledger.count(op, rank) for op in _SCATTERS)
-        if (gathers, scatters) != (2 * units, units):
-            raise AssertionError(f"rank {rank}: {gathers} all-gathers and {scatters} reduce-scatters in one step of "
-                                 f"{units} units; FULL_SHARD gathers each unit twice (forward, then again for "
-                                 f"backward) and reduce-scatters it once: {2 * units} and {units}.")
+        sent = ledger.bytes(rank)
+        if sent > bound * (1 + 1e-9):
+            ops = sorted({r.op for r in ledger.records[rank]})
+            raise AssertionError(f"rank {rank} sent {sent:,.0f} ring bytes ({', '.join(ops)}) in {what}; FULL_SHARD "
+                                 f"needs at most {bound:,.0f}: per unit and step two all-gathers of its N S floats "
+                                 f"and one reduce-scatter of its gradient, 3 (N-1) S 4 bytes.")
 
 
 def assert_sharded_training(results: Sequence[dict[str, Any]], expected: dict[str, torch.Tensor], steps: int,
-                            ledger: Any, units: int) -> None:
-    """Training through the units ends at ``expected`` (full-batch SGD), frees, and gathers twice per unit per step.
+                            ledger: Any) -> None:
+    """Training through the units ends at ``expected`` (full-batch SGD), frees, and sends at most FULL_SHARD's bytes.
 
-    ``results`` come from :func:`shard_train_on_rank` after ``steps`` steps of ``units`` units;
-    ``ledger=None`` skips counting the all-gathers.
+    ``results`` come from :func:`shard_train_on_rank` after ``steps`` steps; ``ledger=None``
+    skips the traffic bound (per unit and step, two all-gathers and one reduce-scatter of its
+    ``N * S`` floats, plus one all-gather per unit to read the result).
     """
     for rank, r in enumerate(results):
         if r["after_init"]:
@@ -231,10 +348,11 @@ def assert_sharded_training(results: Sequence[dict[str, Any]], expected: dict[st
                     "next all-gather reads?" if unchanged else "")
             raise AssertionError(f"rank {rank}: after {steps} steps the parameters differ from single-process "
                                  f"SGD on the full batch ({diff}).{hint}")
-    for rank in range(0 if ledger is None else ledger.world_size):
-        gathers = _gathers(ledger, rank)
-        expected_gathers = 2 * units * steps + units  # + one final gather to read the parameters
-        if gathers != expected_gathers:
-            raise AssertionError(f"rank {rank}: {gathers} all-gathers in {steps} steps of {units} units (plus "
-                                 f"{units} to read the result); FULL_SHARD needs 2 per unit per step, "
-                                 f"{expected_gathers} in all.")
+    if ledger is not None:
+        world = ledger.world_size
+        numels: dict[str, int] = {}
+        for name, t in results[0]["init"].items():   # parameter elements per unit, the first name part
+            numels[name.split(".")[0]] = numels.get(name.split(".")[0], 0) + t.numel()
+        padded = sum(4 * world * -(-n // world) for n in numels.values())
+        bound = (3 * steps + 1) * (world - 1) / world * padded
+        _assert_traffic(ledger, bound, f"{steps} steps (and one all-gather per unit to read the result)")

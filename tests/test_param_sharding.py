@@ -170,7 +170,7 @@ def test_reference_unit_trains_like_full_batch_sgd_and_frees() -> None:
     batches = make_batches(3, 12, 5, 2, seed=2)
     out, ledger = run(P.shard_train_on_rank, ReferenceShardedUnit, reference_train, model_fn, batches, 0.1,
                       world_size=3, ledger=True, timeout=60)
-    l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=3)
+    l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger)
     assert out[0]["shard_numel"] == [18, 24, 6]   # ceil(54/3), ceil(70/3), ceil(16/3)
 
 
@@ -192,7 +192,7 @@ def test_training_check_names_an_optimizer_on_full_parameters() -> None:
     out, ledger = run(P.shard_train_on_rank, ReferenceShardedUnit, _train_on_full_params, model_fn, batches, 0.1,
                       world_size=2, ledger=True, timeout=60)
     with pytest.raises(AssertionError, match="stepping the shards"):
-        l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=2)
+        l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger)
 
 
 def test_unit_step_of_the_reference_passes_the_visible_and_the_hidden_check() -> None:
@@ -201,7 +201,8 @@ def test_unit_step_of_the_reference_passes_the_visible_and_the_hidden_check() ->
     out, ledger = run(P.unit_step_on_rank, ReferenceShardedUnit, case["model_fn"], batch, world_size=2,
                       ledger=True, timeout=60)
     assert out[0]["shard_numel"] == [35, 39, 12]
-    assert out[0]["during_forward"] == [[280, 0, 0], [0, 312, 0], [0, 0, 96]]
+    assert out[0]["during_forward"] == [[0, [280, 0, 0]], [1, [0, 312, 0]], [2, [0, 0, 96]]]
+    assert out[0]["during_backward"] == [[2, [0, 0, 96]], [1, [0, 312, 96]], [0, [280, 312, 96]]]
     assert out[0]["after_backward"] == [280, 312, 96]   # re-gathered by backward, freed by the caller
     P.assert_unit_step(out, case["model_fn"], batch, ledger, P.stored_expected("unit_gradients"))
     l07.assert_unit_step(out, case["model_fn"], batch, ledger)
@@ -230,7 +231,60 @@ def test_unit_bytes_are_read_from_the_parameters_storages() -> None:
     out, ledger = run(P.unit_step_on_rank, _RebindingUnit, case["model_fn"], batch, world_size=2, ledger=True,
                       timeout=60)
     assert out[0]["after_init"] == [280, 312, 96] and out[0]["after_step"] == [280, 312, 96]
-    with pytest.raises(AssertionError, match="must end with free"):
+    with pytest.raises(AssertionError, match="right after wrapping"):
+        l07.assert_unit_step(out, case["model_fn"], batch, ledger)
+
+
+class _FreshBufferUnit(ReferenceShardedUnit):
+    """gather() points the parameters at a fresh buffer, free() at empty tensors: autograd's saved weights keep
+    the forward's buffer alive until backward."""
+
+    def gather(self) -> None:
+        full = torch.empty(self.shard_size * torch.distributed.get_world_size(self.group))
+        torch.distributed.all_gather_single(full, self.shard.detach(), group=self.group)
+        offset = 0
+        for p, shape in zip(self.params, self.shapes):
+            p.data = full[offset: offset + shape.numel()].view(shape)
+            offset += shape.numel()
+
+    def free(self) -> None:
+        self.shapes = getattr(self, "shapes", [p.shape for p in self.params])
+        super().free()
+        for p in self.params:
+            p.data = torch.empty(0)
+
+
+def test_unit_bytes_count_what_autograd_saved() -> None:
+    """The parameters hold nothing after free(), but the weights autograd saved still hold the gathered buffer."""
+    case = l07.VISIBLE_UNIT
+    batch = make_batches(**case["batch"])[0]
+    out, ledger = run(P.unit_step_on_rank, _FreshBufferUnit, case["model_fn"], batch, world_size=2, ledger=True,
+                      timeout=60)
+    assert out[0]["after_init"] == [0, 0, 0]
+    assert out[0]["after_forward"] == [0, 312, 96]   # unit 0's input needs no gradient: its weight is not saved
+    with pytest.raises(AssertionError, match="while unit 2's forward ran"):
+        l07.assert_unit_step(out, case["model_fn"], batch, ledger)
+
+
+class _AllReducingUnit(ReferenceShardedUnit):
+    def reduce_gradients(self) -> None:
+        world = torch.distributed.get_world_size(self.group)
+        flat = torch.zeros(world * self.shard_size)
+        flat[: self.numel] = torch.cat([p.grad.reshape(-1) for p in self.params])
+        torch.distributed.all_reduce(flat, group=self.group)
+        rank = torch.distributed.get_rank(self.group)
+        self.shard.grad = flat[rank * self.shard_size: (rank + 1) * self.shard_size] / world
+        for p in self.params:
+            p.grad = None
+
+
+def test_unit_step_check_bounds_the_traffic() -> None:
+    case = l07.VISIBLE_UNIT
+    batch = make_batches(**case["batch"])[0]
+    out, ledger = run(P.unit_step_on_rank, _AllReducingUnit, case["model_fn"], batch, world_size=2, ledger=True,
+                      timeout=60)
+    assert P.step_bytes_bound(case["model_fn"](), 2) == 1032   # 3 (N-1) S 4 summed over S = 35, 39, 12
+    with pytest.raises(AssertionError, match="sent 1,376 ring bytes"):
         l07.assert_unit_step(out, case["model_fn"], batch, ledger)
 
 
@@ -335,7 +389,7 @@ def test_reference_unit_trains_on_a_subgroup_with_several_batches_per_call() -> 
     out, ledger = run(P.shard_train_on_rank, ReferenceShardedUnit, reference_train, model_fn, batches, 0.1,
                       batches_per_call=2, world_size=3, ledger=True, timeout=60)
     assert len(out[0]["leftover_bytes"]) == 2   # calls of 2 and 1 batches
-    l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger, units=2)
+    l07.assert_sharded_training(out, model_fn, batches, 0.1, ledger)
 
 
 def test_no_solution_of_an_exercise_is_left_in_the_grading_module() -> None:
