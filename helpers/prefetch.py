@@ -65,7 +65,7 @@ class ModelledClock:
     ``now`` waits for the one channel (until the previously issued all-gather has landed), then
     takes ``gather_s[v]``; ``wait()`` on its handle returns at ``max(now, landed)``; computing unit
     ``v``'s module takes ``compute_s[v]``; :meth:`spend` models other work. Issuing costs no time:
-    it only enqueues. ``trace`` holds ``(event, unit, seconds)`` with the events of exercise 3
+    it only enqueues. ``trace`` holds ``(event, unit, seconds)`` with the events of exercise 2
     (``issue_call``, ``issue_return``, ``wait_call``, ``wait_return``, ``compute_start``,
     ``compute_end``) in the order they happened.
     """
@@ -208,6 +208,17 @@ def unit_stack(widths: Sequence[int]) -> nn.Sequential:
     """Linear layers with ReLUs between them, each (Linear, ReLU) pair one child: every child is a unit."""
     layers = list(layered_mlp(widths))
     return nn.Sequential(*[nn.Sequential(*layers[i:i + 2]) for i in range(0, len(layers), 2)])
+
+
+def unit_sizes(widths: Sequence[int], world_size: int) -> tuple[list[float], float]:
+    """Bytes of each :func:`unit_stack` unit when gathered (its landing buffer and its module's parameters) and of
+    one rank's shards of all units, as :class:`PrefetchUnit` lays them out on ``world_size`` ranks (float32)."""
+    unit_bytes, shard_bytes = [], 0.0
+    for unit in unit_stack(widths):
+        shard = sum(-(-p.shape[0] // world_size) * (p.numel() // p.shape[0]) for p in unit.parameters())
+        unit_bytes.append(4.0 * (world_size * shard + sum(p.numel() for p in unit.parameters())))
+        shard_bytes += 4.0 * shard
+    return unit_bytes, shard_bytes
 
 
 def forward_on_rank(forward_fn: Callable[..., torch.Tensor], widths: Sequence[int], x: torch.Tensor, depth: int,

@@ -83,42 +83,117 @@ def test_checks_accept_references_and_name_mistakes() -> None:
     with pytest.raises(AssertionError, match="only once the channel is free"):
         l08.assert_schedule(lambda g, c, d: l08.channel_free_schedule(l08.prefetch_schedule(g, c, d)),
                             [(GATHER, COMPUTE, 2)])
-    l08.assert_peak(l08.peak_live_bytes, [(GATHER, COMPUTE, 1, [100, 200, 100, 300], [10] * 4, 50)])
-
-    def from_landing(sched, units, acts, shards):
-        return l08.peak_live_bytes([(f, f, s, e) for (_, f, s, e) in sched], units, acts, shards)
-
-    with pytest.raises(AssertionError, match="landing buffer"):
-        l08.assert_peak(from_landing, [([1.0, 1.0, 1.0], [0.5] * 3, 2, [500, 10, 10], [0, 0, 0], 0)])
-
-    def from_channel_free(sched, units, acts, shards):
-        return l08.peak_live_bytes(l08.channel_free_schedule(sched), units, acts, shards)
-
-    with pytest.raises(AssertionError, match="when the channel is free"):
-        l08.assert_peak(from_channel_free, [([0.6, 0.6, 3.0, 0.6, 0.6, 0.6], [1.0] * 6, 5, [100] * 6, [20] * 6, 75)])
-
-    with pytest.raises(AssertionError, match="only when units start computing"):
-        l08.assert_peak(l08._peak_at_compute_starts, [([0.5, 1.0], [0.0, 1.0], 0, [100, 10], [0, 0], 0)])
-    slow = ([0.5, 0.5, 0.5, 0.5, 4.0, 0.5], [1.0] * 6, [100] * 6, [20] * 6, 75)
-
-    def old_planner(g, c, units, acts, shards, budget):
-        fits = [from_channel_free(l08.prefetch_schedule(g, c, d), units, acts, shards) <= budget for d in range(len(g))]
-        exposed = [l08.exposed_communication(l08.prefetch_schedule(g, c, d), c) if f else float("inf")
-                   for d, f in enumerate(fits)]
-        return exposed.index(min(exposed)) if any(fits) else None
-
-    with pytest.raises(AssertionError, match="counted from when the channel is free"):
-        l08.assert_best_depth(old_planner, [(*slow, 440)])
-    l08.assert_exposed(l08.exposed_communication, [(GATHER, COMPUTE, 1)])
-    l08.assert_best_depth(l08.best_prefetch_depth, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 760)])
-    with pytest.raises(AssertionError, match="largest depth that fits, only an upper bound"):
-        l08.assert_best_depth(l08.max_prefetch_depth, [(*slow, 1e9)])
-    with pytest.raises(AssertionError, match="expected 0"):
-        l08.assert_best_depth(lambda *a: True, [(GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50, 400)])
     trace = F.synthetic_trace([0.3, 0.3], [0.0, 0.2], [1.0, 1.0])
     l08.assert_blocked(l08.blocked_waiting_s, [trace])
     with pytest.raises(AssertionError, match="enqueueing"):
         l08.assert_blocked(lambda t: 0.6, [trace])
+
+
+SIZES4 = (GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50)
+SLOW = ([0.5, 0.5, 0.5, 0.5, 4.0, 0.5], [1.0] * 6, [100] * 6, [20] * 6, 75)
+QUEUED = ([0.6, 0.6, 3.0, 0.6, 0.6, 0.6], [1.0] * 6, [100] * 6, [20] * 6, 75)
+PLATEAU = ([2.0, 1.0, 0.5, 0.0, 4.0, 0.25, 0.0], [1.0, 2.0, 0.0, 0.25, 2.0, 2.0, 1.0],
+           [300, 100, 100, 200, 400, 100, 100], [20] * 7, 100)
+DIP = ([0.25, 0.0, 0.5, 0.5, 3.0], [1.0, 0.0, 0.0, 2.0, 2.0], [300, 100, 700, 700, 300], [200, 0, 40, 40, 40], 50)
+
+
+def _planner(choose, count=l08.peak_live_bytes):
+    """A plan_prefetch built from a depth chooser over (peaks, exposed, budget) and a peak count."""
+    def plan(g, c, units, acts, shards, budget):
+        scheds = [l08.prefetch_schedule(g, c, d) for d in range(len(g))]
+        peaks = [count(s, units, acts, shards) for s in scheds]
+        exposed = [l08.exposed_communication(s, c) for s in scheds]
+        depth = choose(peaks, exposed, budget)
+        return None if depth is None else {"depth": depth, "peak_bytes": peaks[depth], "exposed_s": exposed[depth]}
+    return plan
+
+
+def _deepest(peaks, exposed, budget):
+    return max((d for d, p in enumerate(peaks) if p <= budget), default=None)
+
+
+def _stop_over_budget(peaks, exposed, budget):
+    fits = []
+    for d, p in enumerate(peaks):
+        if p > budget:
+            break
+        fits.append(d)
+    return min(fits, key=lambda d: (exposed[d], d)) if fits else None
+
+
+def _greedy(peaks, exposed, budget):
+    best = None
+    for d, p in enumerate(peaks):
+        if p <= budget:
+            if best is not None and exposed[d] >= exposed[best] - l08.EXPOSED_TIE_S:
+                break
+            best = d
+    return best
+
+
+def test_the_hidden_profiles_defeat_the_shortcuts_the_text_names() -> None:
+    """The deepest depth that fits, stopping at the first depth over the budget (a peak need not grow with depth when
+    units compute for no time) and stopping at the first depth that gains nothing are each wrong on a hidden
+    profile, and the exposed times of the profiles are never within the tie of each other without being equal."""
+    assert l08.prefetch_plan(*PLATEAU, 9e9)["depth"] == 3
+    assert _deepest(*l08.depth_table(PLATEAU), 9e9) == 6 and _greedy(*l08.depth_table(PLATEAU), 9e9) == 1
+    peaks, exposed = l08.depth_table(DIP)
+    assert peaks[1] > 1400 >= peaks[2] and l08.prefetch_plan(*DIP, 1400)["depth"] == 2
+    assert _stop_over_budget(peaks, exposed, 1400) == 0
+    for profile in (SIZES4, SLOW, QUEUED, PLATEAU, DIP):
+        times = l08.depth_table(profile)[1]
+        assert all(a == pytest.approx(b, abs=1e-12) or abs(a - b) > 1e-3 for a in times for b in times)
+
+
+def test_plan_checks_accept_the_reference_and_name_mistakes() -> None:
+    l08.assert_plan_claims(l08.prefetch_plan, [(SIZES4, b) for b in (389, 479, 760)] + [(PLATEAU, 9e9), (DIP, 1400)])
+    l08.assert_plan_depth(l08.prefetch_plan, [(SIZES4, b) for b in (389, 479, 760)] + [(PLATEAU, 9e9), (DIP, 1400)])
+    l08.assert_plan_claims(_planner(_deepest), [(PLATEAU, 9e9)])   # right claims for the depth it picked
+    with pytest.raises(AssertionError, match="deepest depth that fits, only an upper bound"):
+        l08.assert_plan_depth(_planner(_deepest), [(PLATEAU, 9e9)])
+    with pytest.raises(AssertionError, match="gains nothing may be followed by one that does"):
+        l08.assert_plan_depth(_planner(_greedy), [(PLATEAU, 9e9)])
+    with pytest.raises(AssertionError, match="one over the budget by one that fits"):
+        l08.assert_plan_depth(_planner(_stop_over_budget), [(DIP, 1400)])
+    with pytest.raises(AssertionError, match="return None"):
+        l08.assert_plan_depth(_planner(lambda peaks, exposed, budget: 0), [(SIZES4, 389)])
+
+    def from_channel_free(sched, units, acts, shards):
+        return l08.peak_live_bytes(l08.channel_free_schedule(sched), units, acts, shards)
+
+    def from_landing(sched, units, acts, shards):
+        return l08.peak_live_bytes([(f, f, s, e) for (_, f, s, e) in sched], units, acts, shards)
+
+    with pytest.raises(AssertionError, match="only from when the channel is free"):
+        l08.assert_plan_claims(_planner(_deepest, from_channel_free), [(QUEUED, 9e9)])
+    with pytest.raises(AssertionError, match="only once its all-gather landed"):
+        l08.assert_plan_claims(_planner(_deepest, from_landing), [(([1.0, 1.0, 1.0], [0.5] * 3, [500, 10, 10],
+                                                                    [0, 0, 0], 0), 9e9)])
+    with pytest.raises(AssertionError, match="only when units start computing"):
+        l08.assert_plan_claims(_planner(lambda *a: 0, l08._peak_at_compute_starts),
+                               [(([0.5, 1.0], [0.0, 1.0], [100, 10], [0, 0], 0), 9e9)])
+    with pytest.raises(AssertionError, match="exactly the keys"):
+        l08.assert_plan_claims(lambda *a: {"depth": 0}, [(SIZES4, 760)])
+    with pytest.raises(AssertionError, match="returned None, but depth 0 fits"):
+        l08.assert_plan_claims(lambda *a: None, [(SIZES4, 760)])
+
+
+def test_unit_sizes_are_the_bytes_the_forward_allocates() -> None:
+    widths = (5, 7, 7, 7, 7, 2)
+    r = run(F.forward_on_rank, l08.reference_forward, widths, torch.randn(2, 5), 0, world_size=3, timeout=30)[0]
+    assert F.unit_sizes(widths, 3) == (r["unit_bytes"], r["shard_bytes"])
+
+
+def test_measured_check_runs_the_plan_on_gloo() -> None:
+    case = ((6, 10, 8, 8, 3), 2, [1.0, 1.0, 3.0, 1.0], [2.0, 2.0, 1.0, 1.0], 1812)
+    l08.assert_plan_measured(l08.prefetch_plan, [case])
+
+    def understated(*args):
+        plan = l08.prefetch_plan(*args)
+        return plan | {"peak_bytes": plan["peak_bytes"] - 1}
+
+    with pytest.raises(AssertionError, match="measured from the storages"):
+        l08.assert_plan_measured(understated, [case])
 
 
 def test_checks_take_only_plain_values() -> None:
@@ -126,8 +201,8 @@ def test_checks_take_only_plain_values() -> None:
         def __eq__(self, other: object) -> bool:
             return True
 
-    with pytest.raises(AssertionError, match="int or a float"):
-        l08.assert_exposed(lambda s, c: Number(0.0), [(GATHER, COMPUTE, 1)])
+    with pytest.raises(AssertionError, match="plain data"):
+        l08.assert_plan_claims(lambda *a: {"depth": 1, "peak_bytes": Number(0.0), "exposed_s": 2.0}, [(SIZES4, 760)])
     with pytest.raises(AssertionError, match="plain data"):
         l08.assert_schedule(lambda g, c, d: [(Number(0), 0, 0, 0)], [(GATHER, COMPUTE, 0)])
 

@@ -64,16 +64,19 @@ def channel_free_schedule(schedule: Schedule) -> Schedule:
     return [(t, f, s, e) for t, (_, f, s, e) in zip(transfer_starts(schedule), schedule)]
 
 
+def _live_peak(intervals: Sequence[tuple[float, float, float]], shard_bytes: float) -> float:
+    """Shards plus the largest total of ``(begin, end, bytes)`` half-open intervals live at one instant."""
+    peak = 0.0
+    for t, _, _ in intervals:  # the live total only rises when something is allocated
+        peak = max(peak, sum(b for start, end, b in intervals if start <= t < end))
+    return shard_bytes + peak
+
+
 def peak_live_bytes(schedule: Schedule, unit_bytes: Sequence[float], activation_bytes: Sequence[float],
                     shard_bytes: float) -> float:
     """Peak bytes on one rank: shards, gathered units on ``[I_v, E_v)``, activations from ``S_v`` on."""
-    intervals = [(i, e, b) for (i, _, _, e), b in zip(schedule, unit_bytes)]
-    intervals += [(s, float("inf"), b) for (_, _, s, _), b in zip(schedule, activation_bytes)]
-    peak = 0.0
-    for t, _, _ in intervals:  # the live total only rises when something is allocated
-        live = sum(b for start, end, b in intervals if start <= t < end)
-        peak = max(peak, live)
-    return shard_bytes + peak
+    return _live_peak([(i, e, b) for (i, _, _, e), b in zip(schedule, unit_bytes)]
+                      + [(s, float("inf"), b) for (_, _, s, _), b in zip(schedule, activation_bytes)], shard_bytes)
 
 
 def exposed_communication(schedule: Schedule, compute_s: Sequence[float]) -> float:
@@ -93,12 +96,12 @@ def max_prefetch_depth(gather_s: Sequence[float], compute_s: Sequence[float], un
     return best
 
 
-EXPOSED_TIE_S = 1e-9  # exposed communication (seconds) closer than this counts as equal (exercise 4)
+EXPOSED_TIE_S = 1e-9  # exposed communication (seconds) closer than this counts as equal (design exercise 3)
 
 
 def best_prefetch_depth(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: Sequence[float],
                         activation_bytes: Sequence[float], shard_bytes: float, budget_bytes: float) -> int | None:
-    """The depth to run (exercise 4): among the depths in ``0..U-1`` whose peak fits the budget, the smallest one
+    """The depth to run (design exercise 3): among the depths in ``0..U-1`` whose peak fits the budget, the smallest one
     whose exposed communication is within :data:`EXPOSED_TIE_S` seconds of the lowest; ``None`` if none fits."""
     exposed = {}
     for depth in range(len(gather_s)):
@@ -180,69 +183,170 @@ def _peak_at_compute_starts(schedule: Schedule, unit_bytes: Sequence[float], act
         + sum(b for (_, _, s, _), b in zip(schedule, activation_bytes) if s <= t) for _, _, t, _ in schedule)
 
 
-def assert_peak(fn: Callable[..., float], cases: Sequence[tuple]) -> None:
-    """``fn(schedule, unit_bytes, activation_bytes, shard_bytes)`` equals :func:`peak_live_bytes`."""
-    for gather_s, compute_s, depth, unit_bytes, act, shards in cases:
-        sched = prefetch_schedule(gather_s, compute_s, depth)
-        exp = peak_live_bytes(sched, unit_bytes, act, shards)
-        got = number(fn(list(sched), list(unit_bytes), list(act), shards),
-                     f"peak_live_bytes for depth {depth}")
-        if not _close(got, exp):
+Plan = dict[str, float]  # {"depth": int, "peak_bytes": bytes, "exposed_s": seconds}
+Profile = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float], float]  # g, c, unit, act, shards
+
+
+def prefetch_plan(gather_s: Sequence[float], compute_s: Sequence[float], unit_bytes: Sequence[float],
+                  activation_bytes: Sequence[float], shard_bytes: float, budget_bytes: float) -> Plan | None:
+    """The design exercise's answer: :func:`best_prefetch_depth`, its forward's peak (bytes) and exposed time (s)."""
+    depth = best_prefetch_depth(gather_s, compute_s, unit_bytes, activation_bytes, shard_bytes, budget_bytes)
+    if depth is None:
+        return None
+    sched = prefetch_schedule(gather_s, compute_s, depth)
+    return {"depth": depth, "peak_bytes": peak_live_bytes(sched, unit_bytes, activation_bytes, shard_bytes),
+            "exposed_s": exposed_communication(sched, compute_s)}
+
+
+def depth_table(profile: Profile) -> tuple[list[float], list[float]]:
+    """Per depth ``0..U-1``: the forward's peak live bytes and its exposed communication (seconds)."""
+    gather_s, compute_s, unit_bytes, act, shards = profile
+    scheds = [prefetch_schedule(gather_s, compute_s, d) for d in range(len(gather_s))]
+    return ([peak_live_bytes(s, unit_bytes, act, shards) for s in scheds],
+            [exposed_communication(s, compute_s) for s in scheds])
+
+
+def _call(profile: Profile, budget: float) -> str:
+    gather_s, compute_s, unit_bytes, act, shards = profile
+    return (f"plan_prefetch(gather_s={list(gather_s)}, compute_s={list(compute_s)}, unit_bytes={list(unit_bytes)}, "
+            f"activation_bytes={list(act)}, shard_bytes={shards:g}, budget_bytes={budget:g})")
+
+
+def _plan(fn: Callable[..., Any], profile: Profile, budget: float) -> Plan | None:
+    """A plain copy of ``fn``'s plan for ``profile`` and ``budget``, checked for shape (``None`` or the dict)."""
+    call = _call(profile, budget)
+    got = plain(fn(*[list(p) if isinstance(p, (list, tuple)) else p for p in profile], budget), call)
+    if got is None:
+        return None
+    if type(got) is not dict or set(got) != {"depth", "peak_bytes", "exposed_s"}:
+        raise AssertionError(f"{call} returned {got!r:.200}; expected None or a dict with exactly the keys "
+                             f"'depth', 'peak_bytes' and 'exposed_s'.")
+    depth = got["depth"]
+    if type(depth) is not int or not 0 <= depth < len(profile[0]):
+        raise AssertionError(f"{call} returned depth {depth!r}; expected an int in 0..{len(profile[0]) - 1}.")
+    return {"depth": depth, "peak_bytes": number(got["peak_bytes"], f"{call}['peak_bytes']"),
+            "exposed_s": number(got["exposed_s"], f"{call}['exposed_s']")}
+
+
+def _peak_hint(profile: Profile, depth: int, got: float) -> str:
+    """Which counting mistake gives the peak ``got`` at ``depth``, if one of the known ones does."""
+    gather_s, compute_s, unit_bytes, act, shards = profile
+    sched = prefetch_schedule(gather_s, compute_s, depth)
+    right = peak_live_bytes(sched, unit_bytes, act, shards)
+    mistakes = [
+        (peak_live_bytes(channel_free_schedule(sched), unit_bytes, act, shards),
+         "That counts a unit's full parameters only from when the channel is free for its all-gather (or later): the "
+         "landing buffer is allocated when the all-gather is issued, also while it waits in the queue."),
+        (_peak_at_compute_starts(sched, unit_bytes, act, shards),
+         "That samples the live bytes only when units start computing: the peak is reached when something is "
+         "allocated, also at an issue (a unit with zero compute time is freed at its start)."),
+        (peak_live_bytes([(f, f, s, e) for (_, f, s, e) in sched], unit_bytes, act, shards),
+         "That counts a unit's full parameters only once its all-gather landed: the landing buffer is allocated when "
+         "the all-gather is issued."),
+        (_live_peak([(i, e, b) for (i, _, _, e), b in zip(sched, unit_bytes)]
+                    + [(s, e, b) for (_, _, s, e), b in zip(sched, act)], shards),
+         "That frees each unit's activations with the unit: backward needs them, they stay until the end of forward."),
+        (shards + max(unit_bytes),
+         "That is the steady state of one gathered unit; prefetched units and activations add to it."),
+        (right - shards, "The shards of every unit are live the whole time: add shard_bytes."),
+    ]
+    return next((" " + text for value, text in mistakes if _close(got, value) and not _close(value, right)), "")
+
+
+def assert_plan_claims(fn: Callable[..., Plan | None], cases: Sequence[tuple[Profile, float]]) -> None:
+    """Whatever depth ``fn`` picks, its ``peak_bytes`` and ``exposed_s`` are those of the forward at that depth."""
+    for profile, budget in cases:
+        got, exp = _plan(fn, profile, budget), prefetch_plan(*profile, budget)
+        call = _call(profile, budget)
+        peaks, exposed = depth_table(profile)
+        if got is None:
+            if exp is not None:
+                raise AssertionError(f"{call} returned None, but depth 0 fits: its forward peaks at {peaks[0]:g} "
+                                     f"bytes.")
+            continue
+        depth = got["depth"]
+        if not _close(got["peak_bytes"], peaks[depth]):
+            raise AssertionError(f"{call} returned peak_bytes {got['peak_bytes']!r} for depth {depth}; the forward "
+                                 f"at depth {depth} peaks at {peaks[depth]:g} bytes."
+                                 f"{_peak_hint(profile, depth, got['peak_bytes'])}")
+        if not _close(got["exposed_s"], exposed[depth]):
+            sched = prefetch_schedule(profile[0], profile[1], depth)
             hint = ""
-            late = peak_live_bytes([(f, f, st, e) for (_, f, st, e) in sched], unit_bytes, act, shards)
-            queued = peak_live_bytes(channel_free_schedule(sched), unit_bytes, act, shards)
-            if _close(got, _peak_at_compute_starts(sched, unit_bytes, act, shards)):
-                hint = (" That samples the live bytes only when units start computing: the peak is reached when "
-                        "something is allocated, also at an issue (a unit with zero compute time is freed at its "
-                        "start).")
-            elif _close(got, queued) and not _close(queued, exp):
-                hint = (" That counts a unit's buffer only from when the channel is free for its transfer (or "
-                        "later): the buffer is allocated when the all-gather is issued (I_v), also while it waits "
-                        "in the queue.")
-            elif _close(got, late) and not _close(late, exp):
-                hint = (" That counts a unit's buffer only once its all-gather landed: the landing buffer is "
-                        "allocated when the all-gather is issued.")
-            elif got < exp and _close(got, shards + max(unit_bytes)):
-                hint = " That is the steady state of one gathered unit; prefetched units and activations add to it."
-            raise AssertionError(f"peak_live_bytes for depth {depth} (unit_bytes={list(unit_bytes)}, "
-                                 f"activation_bytes={list(act)}, shard_bytes={shards}) returned {got!r}, expected "
-                                 f"{exp:g}.{hint}")
+            if _close(got["exposed_s"], sum(f - i for i, f, _, _ in sched)) or _close(got["exposed_s"],
+                                                                                   sum(profile[0])):
+                hint = (" That counts every all-gather as exposed: the part that overlaps computation is hidden; "
+                        "exposed is the time of forward in which no unit computes.")
+            elif _close(got["exposed_s"], sched[-1][3]):
+                hint = " That is the whole forward time; exposed communication is the part not spent computing."
+            raise AssertionError(f"{call} returned exposed_s {got['exposed_s']!r} for depth {depth}; the forward at "
+                                 f"depth {depth} exposes {exposed[depth]:.9g} s.{hint}")
 
 
-def assert_exposed(fn: Callable[..., float], cases: Sequence[tuple[Sequence[float], Sequence[float], int]]) -> None:
-    """``fn(schedule, compute_s)`` equals :func:`exposed_communication`."""
-    for gather_s, compute_s, depth in cases:
-        sched = prefetch_schedule(gather_s, compute_s, depth)
-        call = f"exposed_communication for gather_s={list(gather_s)}, compute_s={list(compute_s)}, depth={depth}"
-        exp, got = exposed_communication(sched, compute_s), number(fn(list(sched), list(compute_s)), call)
-        if not _close(got, exp):
-            raise AssertionError(f"{call} returned {got!r}, expected {exp:g} s.")
+def assert_plan_depth(fn: Callable[..., Plan | None], cases: Sequence[tuple[Profile, float]]) -> None:
+    """``fn``'s depth is the grader's exhaustive optimum: fits, lowest exposed of those that fit, the smallest."""
+    for profile, budget in cases:
+        got, exp = _plan(fn, profile, budget), prefetch_plan(*profile, budget)
+        depth, want = (None if got is None else got["depth"]), (None if exp is None else exp["depth"])
+        if depth == want:
+            continue
+        peaks, exposed = depth_table(profile)
+        fits = [d for d, p in enumerate(peaks) if p <= budget]
+        hint = ""
+        if want is None:
+            hint = " No depth fits: return None."
+        elif depth is not None and peaks[depth] > budget:
+            hint = f" Depth {depth}'s forward peaks at {peaks[depth]:g} bytes, over the budget."
+        elif depth is None:
+            hint = (f" Depth {fits[0]} fits: its forward peaks at {peaks[fits[0]]:g} bytes (a peak equal to the "
+                    f"budget fits).")
+        elif depth == max(fits) and exposed[depth] >= exposed[want] - EXPOSED_TIE_S:
+            hint = (f" That is the deepest depth that fits, only an upper bound: depth {want} already reaches the "
+                    f"lowest exposed communication of the depths that fit, with less memory.")
+        elif exposed[depth] > exposed[want] + EXPOSED_TIE_S:
+            hint = (f" Depth {depth} exposes {exposed[depth]:.9g} s; depth {want} fits and exposes "
+                    f"{exposed[want]:.9g} s. Every depth 0..{len(peaks) - 1} that fits is a candidate: a depth that "
+                    f"gains nothing may be followed by one that does, and one over the budget by one that fits.")
+        raise AssertionError(f"{_call(profile, budget)} chose depth {depth!r}, expected {want!r} (per depth: "
+                             f"peak {[round(p) for p in peaks]} bytes, exposed {[round(e, 9) for e in exposed]} s)."
+                             f"{hint}")
 
 
-def assert_best_depth(fn: Callable[..., int | None], cases: Sequence[tuple]) -> None:
-    """``fn`` equals :func:`best_prefetch_depth` on every case."""
-    for case in cases:
-        gather_s, compute_s, unit_bytes, act, shards, budget = case
-        exp = best_prefetch_depth(*case)
-        got = plain(fn(*[list(c) if isinstance(c, (list, tuple)) else c for c in case]),
-                    f"best_prefetch_depth with budget {budget:g}")
-        if type(got) is not type(exp) or got != exp:
-            scheds = [prefetch_schedule(gather_s, compute_s, d) for d in range(len(gather_s))]
-            peaks = [peak_live_bytes(s, unit_bytes, act, shards) for s in scheds]
-            exposed = [exposed_communication(s, compute_s) for s in scheds]
-            queued = [peak_live_bytes(channel_free_schedule(s), unit_bytes, act, shards) for s in scheds]
-            hint = ""
-            if got == max_prefetch_depth(*case) and got is not None:
-                hint = (f" That is the largest depth that fits, only an upper bound: depth {exp} already reaches "
-                        f"the lowest exposed communication of the depths that fit, with less memory.")
-            elif isinstance(got, int) and 0 <= got < len(peaks) and peaks[got] > budget:
-                hint = f" Depth {got} needs a peak of {peaks[got]:g} bytes, over the budget."
-                if queued[got] <= budget:
-                    hint += (" It fits only if landing buffers are counted from when the channel is free; the "
-                             "forward allocates them at the issue.")
-            raise AssertionError(f"best_prefetch_depth with budget {budget:g} returned {got!r}, expected {exp!r} "
-                                 f"(per depth: peak {[round(p) for p in peaks]}, exposed "
-                                 f"{[round(e, 9) for e in exposed]} s).{hint}")
+def assert_plan_measured(fn: Callable[..., Plan | None],
+                         cases: Sequence[tuple[Sequence[int], int, Sequence[float], Sequence[float], float]]) -> None:
+    """The plan holds on gloo. For each case the grader runs the forward at the plan's depth
+    (:func:`reference_forward`) over ``unit_stack(widths)`` on ``world_size`` ranks under ``SlowNetwork``, with a
+    storage meter and a modelled clock (``gather_s``, ``compute_s``): the measured peak (shards included) fits the
+    budget and equals the plan's ``peak_bytes``; the time blocked in ``wait()`` equals its ``exposed_s`` and the lowest
+    exposed communication of the depths that fit. The planner is given :func:`helpers.prefetch.unit_sizes` and no
+    activations (the forward runs under ``no_grad``)."""
+    for widths, world_size, gather_s, compute_s, budget in cases:
+        unit_bytes, shard_bytes = prefetch.unit_sizes(widths, world_size)
+        profile = (gather_s, compute_s, unit_bytes, [0.0] * len(unit_bytes), shard_bytes)
+        got, exp = _plan(fn, profile, budget), prefetch_plan(*profile, budget)
+        call = _call(profile, budget)
+        if got is None or exp is None:
+            if got is not exp:
+                raise AssertionError(f"{call} returned {got!r}; expected {'None' if exp is None else 'a plan'}.")
+            continue
+        x = torch.randn(3, widths[0], generator=torch.Generator().manual_seed(world_size))
+        ranks = run(prefetch.forward_on_rank, reference_forward, widths, x, got["depth"], True, (gather_s, compute_s),
+                    world_size=world_size, timeout=60)
+        for rank, r in enumerate(ranks):
+            peak, blocked = r["shard_bytes"] + r["peak_bytes"], blocked_waiting_s(r["trace"])
+            where = f"{call}: on {world_size} gloo ranks, rank {rank}'s forward at depth {got['depth']}"
+            if peak > budget:
+                raise AssertionError(f"{where} allocated {peak:g} bytes at once (shards included, measured from the "
+                                     f"storages), over the budget.")
+            if not _close(got["peak_bytes"], peak):
+                raise AssertionError(f"{where} allocated at most {peak:g} bytes at once (shards included, measured "
+                                     f"from the storages), but the plan says {got['peak_bytes']!r}."
+                                     f"{_peak_hint(profile, got['depth'], got['peak_bytes'])}")
+            if not _close(got["exposed_s"], blocked):
+                raise AssertionError(f"{where} spent {blocked:.9g} s (modelled clock) blocked in wait(), but the plan "
+                                     f"says {got['exposed_s']!r} s.")
+            if not _close(blocked, exp["exposed_s"]):
+                raise AssertionError(f"{where} spent {blocked:.9g} s blocked in wait(); depth {exp['depth']} fits the "
+                                     f"budget and exposes {exp['exposed_s']:.9g} s.")
 
 
 def _total(trace: Sequence[tuple[str, int, float]], first: str, second: str) -> float:
