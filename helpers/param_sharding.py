@@ -255,13 +255,14 @@ def _memory_problem(r: dict[str, Any], bounds: Sequence[int]) -> str | None:
               ("after_step", "after every unit's reduce_gradients() and free()")]
     for when, what in checks:
         if when.startswith("after") and any(r[when]):
-            return (f"{what}, the units held {r[when]} bytes of full parameters; FULL_SHARD keeps only the shards "
-                    f"between operations: 0 bytes.")
+            return (f"{what}, the units held {r[when]} bytes besides their shards (in their modules' parameters, "
+                    f"their attributes or what autograd saved); FULL_SHARD keeps only the shards between "
+                    f"operations: 0 bytes.")
         for unit, held in r[when] if when.startswith("during") else []:
             over = [v for v, h in enumerate(held) if h > bounds[v]]
             others = [v for v, h in enumerate(held) if h and v != unit] if when == "during_forward" else []
             if over or others:
-                return (f"while unit {unit}'s {what} ran, the units held {held} bytes of full parameters; each unit "
+                return (f"while unit {unit}'s {what} ran, the units held {held} bytes besides their shards; each unit "
                         f"may hold at most its padded parameters, 4 N S bytes ({list(bounds)}), and during forward "
                         f"only the unit that computes holds any.")
     return None
