@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Each lesson with a torchrun script, and a mutant of its that trains to a different result.
 LESSONS = {
     "06_gradient_sharding": "rs_sum_no_normalize",
+    "07_parameter_sharding": "unit_sum_not_mean",
 }
 RUN_S = 300  # a hang guard for one launch, not a speed limit
 
