@@ -35,7 +35,7 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from helpers.data import tensors_from_json
-from helpers.ledger import Ledger
+from helpers.ledger import CollectiveRecord, Ledger
 from helpers.reference import SameInit, state_of
 from helpers.stored import load
 
@@ -52,11 +52,16 @@ EXPLORER_PARAMS = (124_000_000, 350_000_000, 1_300_000_000, 7_000_000_000, 13_00
 EXPLORER_BYTES = (4, 2)
 EXPLORER_WORLD_SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 EXPLORER_MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+# The communication budget of one train_window call, per rank: collectives, and float32 elements
+# beyond the gradient's that one all-reduce may carry (counts, losses, flags).
+MAX_WINDOW_COLLECTIVES = 2
+EXTRA_ELEMENTS = 16
 
 __all__ = [
     "MicroBatch", "Window", "OptimizerSpec", "make_window", "optimizer_state_of", "register_ledger_hook",
-    "InfAfterReduce", "train_windows_on_rank", "found_inf_on_rank", "gradient_allreduces",
-    "assert_found_inf", "assert_windows_match", "assert_window_communication", "assert_skipped_together",
+    "InfAfterReduce", "train_windows_on_rank", "found_inf_on_rank", "gradient_allreduces", "window_collectives",
+    "window_budget_bytes", "assert_found_inf", "assert_windows_match", "assert_window_budget",
+    "assert_one_micro_batch_per_forward", "assert_skipped_together",
     "assert_window_cost", "stored_reference", "stored_window_cost",
     "plot_window_communication", "accumulation_explorer",
 ]
@@ -177,17 +182,17 @@ def train_windows_on_rank(
     spec: OptimizerSpec,
     max_norm: float,
     loss_scale: float | None = None,
-    inf_rank: int | None = None,
-    inf_windows: Sequence[int] = (),
     group_ranks: Sequence[int] | None = None,
 ) -> dict[str, Any] | None:
     """Wrap ``model_fn()`` in DDP with a ledger-visible comm hook and call ``train_window`` per window.
 
-    With ``inf_rank`` set, windows in ``inf_windows`` get an ``inf`` in the reduced gradient
-    of rank ``inf_rank`` only (:class:`InfAfterReduce`). With ``group_ranks`` DDP and the
-    call use ``dist.new_group(group_ranks)``; other ranks return ``None``.
-    Returns per-window ``results`` ``(loss, stepped)``, the final ``state``, ``opt_state``
-    and whether every ``.grad`` was cleared after each window (``grads_cleared``).
+    With ``group_ranks`` DDP and the call use ``dist.new_group(group_ranks)``; other ranks
+    return ``None``. A ``dist.barrier`` over the group before the first window and after each
+    one marks the windows in the ledger (:func:`window_collectives`). A forward pre-hook on the
+    model records the rows of every forward pass. Returns per-window ``results``
+    ``(loss, stepped)``, the final ``state``, ``opt_state``, whether every ``.grad`` was cleared
+    after each window (``grads_cleared``) and the rows of each window's forward passes
+    (``forward_rows``).
     """
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -196,19 +201,22 @@ def train_windows_on_rank(
         return None
     model = model_fn()
     ddp = DDP(model, process_group=group)
-    corrupt = None if inf_rank is None else InfAfterReduce(inf_rank)
-    register_ledger_hook(ddp, corrupt)
+    register_ledger_hook(ddp)
+    rows: list[int] = []
+    model.register_forward_pre_hook(lambda _module, args: rows.append(int(args[0].shape[0]) if args else -1))
     opt = spec.build(ddp.parameters())
     index = dist.get_rank() if group is None else dist.get_rank(group)
-    results, cleared = [], []
-    for w, window in enumerate(windows):
-        if corrupt is not None:
-            corrupt.armed = w in inf_windows
+    results, cleared, forward_rows = [], [], []
+    dist.barrier(group=group)
+    for window in windows:
+        rows.clear()
         out = train_window(ddp, opt, list(window[index]), max_norm=max_norm, loss_scale=loss_scale, group=group)
+        dist.barrier(group=group)
         results.append(_as_result(out))
         cleared.append(all(p.grad is None or not p.grad.any() for p in model.parameters()))
+        forward_rows.append(list(rows))
     return {"results": results, "state": state_of(model), "opt_state": optimizer_state_of(opt, model),
-            "grads_cleared": cleared}
+            "grads_cleared": cleared, "forward_rows": forward_rows}
 
 
 def _as_result(out: Any) -> tuple[Any, Any]:
@@ -311,9 +319,11 @@ def _max_diff(a: State, b: State) -> str | None:
 
 def assert_windows_match(
     per_rank: Sequence[dict[str, Any] | None], expected: dict[str, Any], num_micro_batches: int, case: str,
-    check_loss: bool = True,
 ) -> None:
-    """Replicas identical, and parameters, optimizer state and window losses match the reference."""
+    """Replicas identical, and parameters, optimizer state and window losses match the reference.
+
+    An expected loss of ``None`` (a skipped window) is not compared.
+    """
     outs = [o for o in per_rank if o is not None]
     first = outs[0]
     for k, o in enumerate(outs[1:], start=1):
@@ -339,7 +349,9 @@ def assert_windows_match(
     for w, ((loss, stepped), exp_loss) in enumerate(zip(first["results"], expected["losses"])):
         if type(stepped) is not bool:
             raise AssertionError(f"[{case}] window {w}: step_taken is {stepped!r}; return a Python bool.")
-        if check_loss and not (isinstance(loss, float) and math.isclose(loss, exp_loss, rel_tol=1e-4, abs_tol=1e-6)):
+        if exp_loss is None:  # a skipped window: its loss is not compared
+            continue
+        if not (isinstance(loss, float) and math.isclose(loss, exp_loss, rel_tol=1e-4, abs_tol=1e-6)):
             wrong_losses.append(
                 f"[{case}] window {w}: window loss {loss!r}, expected {exp_loss:.6g} (mean squared error "
                 f"over every sample of the window on all ranks, unscaled, a Python float). A mean of "
@@ -351,9 +363,11 @@ def assert_windows_match(
     if diff is not None:
         raise AssertionError(
             f"[{case}] parameters after training differ from the single-process float64 reference "
-            f"(one update per whole window): {diff}. Check the per-micro-batch loss weight "
-            f"(N / window samples, not 1/K), gradient accumulation (no zero_grad inside the window), "
-            f"and clip once, after unscaling the synced gradient.")
+            f"(one update per whole window): {diff}. The window gradient is the gradient of the summed "
+            f"squared errors of all ranks divided by S*D (S samples of the whole window, not K and not "
+            f"this rank's count; DDP's all-reduce averages over N ranks), accumulated over every "
+            f"micro-batch (no zero_grad inside the window); it is clipped once, by its global norm, after "
+            f"dividing out loss_scale.")
     if wrong_losses:
         raise AssertionError(wrong_losses[0])
     diff = _max_diff(first["opt_state"], expected["opt_state"])
@@ -361,19 +375,64 @@ def assert_windows_match(
         raise AssertionError(f"[{case}] optimizer state differs from the reference: {diff}.")
 
 
-def assert_window_communication(
-    ledger: Ledger, grad_numel: int, num_windows: int, micro_batches: int, case: str,
-) -> None:
-    """Exactly one gradient all-reduce per window on every rank (``no_sync`` on the first K-1)."""
-    for rank in range(ledger.world_size):
-        count = len(gradient_allreduces(ledger, grad_numel, rank))
-        if count == num_windows:
-            continue
-        hint = (f" That is one per micro-batch: wrap the first K-1={micro_batches - 1} backward passes "
-                f"in `with ddp_model.no_sync():`, which costs {micro_batches}x the bytes."
-                if count == num_windows * micro_batches else "")
-        raise AssertionError(f"[{case}] rank {rank} issued {count} gradient all-reduces "
-                             f"(float32[{grad_numel}]) for {num_windows} windows, expected {num_windows}.{hint}")
+def window_collectives(ledger: Ledger, rank: int) -> list[list[CollectiveRecord]]:
+    """The collectives ``rank`` issued inside each window (:func:`train_windows_on_rank`'s barriers mark them).
+
+    Records before the first barrier (building DDP) are dropped; a barrier the step issued
+    itself splits a window, so the result then has more windows than were trained.
+    """
+    windows: list[list[CollectiveRecord]] = []
+    for record in ledger.records[rank]:
+        if record.op == "barrier":
+            windows.append([])
+        elif windows:
+            windows[-1].append(record)
+    return windows[:-1]
+
+
+def window_budget_bytes(grad_numel: int, world_size: int) -> float:
+    """Ring bytes one rank may send per window: one float32 all-reduce of the gradient plus ``EXTRA_ELEMENTS``."""
+    return 2 * (world_size - 1) / world_size * 4 * (grad_numel + EXTRA_ELEMENTS)
+
+
+def assert_window_budget(ledger: Ledger, members: Sequence[int], grad_numel: int, num_windows: int,
+                         micro_batches: int, case: str) -> None:
+    """Every window costs each group member at most ``MAX_WINDOW_COLLECTIVES`` collectives and
+    :func:`window_budget_bytes` ring bytes (the gradient moves once)."""
+    budget = window_budget_bytes(grad_numel, len(members))
+    for rank in members:
+        windows = window_collectives(ledger, rank)
+        if len(windows) != num_windows:
+            raise AssertionError(f"[{case}] rank {rank}: the ledger shows {len(windows)} windows for {num_windows}: "
+                                 f"your step called dist.barrier, a collective the budget counts; it needs none.")
+        for w, records in enumerate(windows):
+            sent = sum(r.ring_bytes for r in records)
+            if len(records) <= MAX_WINDOW_COLLECTIVES and sent <= budget + 1e-9:
+                continue
+            calls = ", ".join(r.describe() for r in records)
+            big = sum(1 for r in records if r.numel >= grad_numel)
+            hint = (f" {big} of them carry the gradient: with no_sync on every micro-batch but the last the "
+                    f"gradient is reduced once per window ({micro_batches}x less traffic)." if big > 1 else
+                    " Every quantity the step needs from the other ranks can travel in one collective "
+                    "after the backward passes (the global denominator is a constant you may apply after "
+                    "the reduction), or in the gradient's own.")
+            raise AssertionError(
+                f"[{case}] rank {rank}, window {w}: {len(records)} collectives ({calls}), {sent:,.0f} ring bytes; "
+                f"the budget is {MAX_WINDOW_COLLECTIVES} collectives and {budget:,.0f} bytes (one float32 "
+                f"all-reduce of the {grad_numel}-element gradient plus {EXTRA_ELEMENTS} elements).{hint}")
+
+
+def assert_one_micro_batch_per_forward(per_rank: Sequence[dict[str, Any] | None], window_sizes: Sequence[Sequence[int]],
+                                       case: str) -> None:
+    """No forward pass of any window saw more rows than the largest micro-batch of that rank's window."""
+    for member, out in enumerate(o for o in per_rank if o is not None):
+        largest = max(window_sizes[member])
+        for w, rows in enumerate(out["forward_rows"]):
+            if rows and max(rows) > largest:
+                raise AssertionError(
+                    f"[{case}] group member {member}, window {w}: a forward pass saw {max(rows)} rows, but the "
+                    f"largest micro-batch has {largest}. The window does not fit in memory at once: run each "
+                    f"micro-batch through its own forward and backward and let the gradients accumulate.")
 
 
 def assert_skipped_together(per_rank: Sequence[dict[str, Any] | None], expected_steps: Sequence[bool],
@@ -385,8 +444,10 @@ def assert_skipped_together(per_rank: Sequence[dict[str, Any] | None], expected_
         if got != list(expected_steps):
             raise AssertionError(
                 f"[{case}] group member {k} reported step_taken={got}, expected {list(expected_steps)} "
-                f"(all members: {[[s for _, s in q['results']] for q in outs]}). An inf on ONE rank must "
-                f"make EVERY rank skip: decide with found_inf_global over the group.")
+                f"(all members: {[[s for _, s in q['results']] for q in outs]}). A non-finite value on ONE "
+                f"rank must make EVERY rank skip, so decide on something every rank holds: a flag reduced "
+                f"over the group, or the reduced gradient itself (a sum with inf or nan in it is not "
+                f"finite). This rank's own loss or its gradient before the reduction is not enough.")
     for k, o in enumerate(outs[1:], start=1):
         for name in outs[0]["state"]:
             if not torch.equal(o["state"][name], outs[0]["state"][name]):

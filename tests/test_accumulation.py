@@ -60,11 +60,12 @@ def test_window_allreduce_cost():
 
 
 def test_stored_results_are_the_references():
-    for name, (sizes, seeds, spec, max_norm, skip) in ref.VISIBLE_CASES.items():
-        windows = [acc.make_window(sizes, seed=s) for s in seeds]
-        expected = ref.reference_training(ref.MLP(), windows, spec, max_norm, skip=skip)
+    for name, case in ref.VISIBLE_CASES.items():
+        expected = ref.expected_training(case)
         stored = acc.stored_reference(name)
-        assert stored["losses"] == pytest.approx(expected["losses"], rel=1e-8)
+        assert [v is None for v in stored["losses"]] == [v is None for v in expected["losses"]]
+        assert [v for v in stored["losses"] if v is not None] == pytest.approx(
+            [v for v in expected["losses"] if v is not None], rel=1e-8)
         for key in ("state", "opt_state"):
             assert stored[key].keys() == expected[key].keys()
             for n, t in expected[key].items():
@@ -77,17 +78,46 @@ def test_stored_results_are_the_references():
             acc.stored_window_cost(*case, no_sync=True)
 
 
-def _ledger(numels):
-    records = [CollectiveRecord(i, "all_reduce", "float32", (n,), n, (0, 1), 4.0 * n) for i, n in enumerate(numels)]
-    return Ledger([records, records])
+def _ledger(windows, world_size=2):
+    """A ledger of all-reduces of ``windows[w]`` element counts, each window closed by a barrier."""
+    records = [CollectiveRecord(0, "barrier", "none", (), 0, (0, 1), 0.0)]
+    for numels in windows:
+        ring = 2 * (world_size - 1) / world_size * 4
+        records += [CollectiveRecord(0, "all_reduce", "float32", (n,), n, (0, 1), ring * n) for n in numels]
+        records.append(CollectiveRecord(0, "barrier", "none", (), 0, (0, 1), 0.0))
+    return Ledger([list(records) for _ in range(world_size)])
 
 
-def test_gradient_allreduces_and_communication_check():
-    ledger = _ledger([1, 244, 1, 1, 244, 1])
-    assert acc.gradient_allreduces(ledger, 244) == [976.0, 976.0]
-    acc.assert_window_communication(ledger, 244, num_windows=2, micro_batches=3, case="ok")
+def test_window_collectives_and_budget():
+    ledger = _ledger([[244, 3], [244, 3]])
+    assert [[r.numel for r in w] for w in acc.window_collectives(ledger, 1)] == [[244, 3], [244, 3]]
+    acc.assert_window_budget(ledger, [0, 1], 244, num_windows=2, micro_batches=3, case="ok")
+    acc.assert_window_budget(_ledger([[244 + 16]]), [0, 1], 244, num_windows=1, micro_batches=3, case="packed")
+    assert acc.window_budget_bytes(244, 2) == 4 * 260
     with pytest.raises(AssertionError, match="no_sync"):
-        acc.assert_window_communication(_ledger([244] * 6), 244, num_windows=2, micro_batches=3, case="k")
+        acc.assert_window_budget(_ledger([[244, 244]]), [0, 1], 244, num_windows=1, micro_batches=2, case="k")
+    with pytest.raises(AssertionError, match="one collective"):
+        acc.assert_window_budget(_ledger([[1, 244, 1]]), [0, 1], 244, num_windows=1, micro_batches=2, case="3")
+    with pytest.raises(AssertionError, match="budget"):
+        acc.assert_window_budget(_ledger([[244 + 17]]), [0, 1], 244, num_windows=1, micro_batches=2, case="bytes")
+    with pytest.raises(AssertionError, match="barrier"):
+        acc.assert_window_budget(_ledger([[244], []]), [0, 1], 244, num_windows=1, micro_batches=2, case="barrier")
+
+
+def test_one_micro_batch_per_forward():
+    out = {"forward_rows": [[1, 3], [3, 1]]}
+    acc.assert_one_micro_batch_per_forward([out, None], [[1, 3]], "ok")
+    with pytest.raises(AssertionError, match="4 rows"):
+        acc.assert_one_micro_batch_per_forward([{"forward_rows": [[4]]}], [[1, 3]], "concatenated")
+
+
+def test_train_cases_skip_what_overflows():
+    assert ref.TRAIN_CASES["3 ranks, loss_scale 2**140: every scaled gradient overflows"].skipped() == [0, 1]
+    poisoned = ref.TRAIN_CASES["4 ranks, inf in rank 0's last micro-batch of window 0, SGD"]
+    assert poisoned.skipped() == [0] and ref.expected_training(poisoned)["losses"][0] is None
+    assert math.isinf(poisoned.windows()[0][0][1][0][0, 0])
+    assert sorted(ref.OBJECTIVE_CASES + ref.COMMUNICATION_CASES + ref.SCALING_CASES + ref.SKIP_CASES) == sorted(
+        ref.TRAIN_CASES)
 
 
 def test_assert_found_inf_messages():
@@ -148,7 +178,8 @@ def test_hidden_checks_accept_only_plain_values():
     state = {"w": torch.ones(3)}
     expected = {"state": {"w": torch.ones(3, dtype=torch.float64)}, "losses": [0.5],
                 "opt_state": {"fc1.weight.step": torch.tensor(1.0, dtype=torch.float64)}}
-    ref.check_windows([_fake_run(1, state, [(0.9, False), (0.5, True)])], expected, 3, "skip", skip_results=1)
+    skipped = dict(expected, losses=[None, 0.5])
+    ref.check_windows([_fake_run(1, state, [(0.9, False), (0.5, True)])], skipped, 3, "skip")
     with pytest.raises(AssertionError, match="plain data"):
         ref.check_skipped_together([_fake_run(1, state, [(0.5, _AlwaysEqual(1))])], [True], "subclass")
 
