@@ -50,7 +50,7 @@ __all__ = [
     "token_cross_entropy", "tiny_lm", "LESSON_LM",
     "count_masks", "count_on_rank", "loss_and_gradient", "backward_report", "ddp_loss_gradients_on_rank",
     "train_on_rank",
-    "collective_errors_explained", "assert_count_result", "assert_count_ledger",
+    "collective_errors_explained", "assert_count_result", "assert_count_ledger", "assert_window_ledger",
     "assert_loss_value", "assert_gradients_match", "assert_training_matches", "assert_factors",
     "stored_reference", "stored_factors",
     "plot_denominator_bias", "plot_token_weights", "token_count_explorer",
@@ -177,16 +177,16 @@ def ddp_loss_gradients_on_rank(loss_fn: Callable[..., torch.Tensor], model_seed:
 
 
 def train_on_rank(train_fn: Callable[..., Any], model_seed: int, windows: Sequence[Sequence[MicroBatches]],
-                  lr: float, momentum: float) -> dict[str, Any]:
+                  lr: float, momentum: float, weight_decay: float = 0.0) -> dict[str, Any]:
     """Train a DDP-wrapped TinyLM with ``train_fn(ddp_model, optimizer, micro_batches)``.
 
     One call per window with this rank's micro-batches ``window[rank]``; the optimizer is
-    ``SGD(lr, momentum)``. Returns this rank's final state and what each call returned.
+    ``SGD(lr, momentum, weight_decay)``. Returns this rank's final state and what each call returned.
     """
     rank = dist.get_rank()
     model = tiny_lm(model_seed)
     ddp = _ddp(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=momentum)
+    opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     returned = [train_fn(ddp, opt, window[rank]) for window in windows]
     return {"state": state_of(model), "returned": returned}
 
@@ -262,6 +262,26 @@ def assert_count_ledger(ledger: Ledger, ranks: Sequence[int], case: str) -> None
     if len(set(shapes.values())) > 1:
         raise AssertionError(f"[{case}] the count all-reduce had different shapes on different ranks "
                              f"({shapes}); it must be the same (e.g. one element) everywhere.")
+
+
+def assert_window_ledger(ledger: Ledger, windows: int, case: str) -> None:
+    """Over ``windows`` calls of ``train_window``, each rank issued at most ``windows`` collectives, on all ranks.
+
+    The ledger records the ``torch.distributed`` calls (DDP's gradient all-reduce inside
+    ``backward()`` runs in C++ and is not among them).
+    """
+    everyone = tuple(range(ledger.world_size))
+    for rank, records in enumerate(ledger.records):
+        if len(records) > windows:
+            calls = ", ".join(r.describe() for r in records)
+            raise AssertionError(
+                f"[{case}] rank {rank} issued {len(records)} torch.distributed collectives over {windows} "
+                f"windows ({calls}); the budget is one per window. What does every rank need to learn "
+                f"from the others, and can it travel in one message?")
+        outside = [r.describe() for r in records if r.group_ranks != everyone]
+        if outside:
+            raise AssertionError(f"[{case}] rank {rank} issued {outside} on a group other than the one "
+                                 f"DDP averages over (all {ledger.world_size} ranks here).")
 
 
 def assert_loss_value(got: Any, expected: float, case: str, world_size: int = 1) -> None:

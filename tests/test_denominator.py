@@ -70,6 +70,36 @@ def test_sgd_reference_skips_empty_windows():
     assert all(torch.equal(once[n], with_empty[n]) for n in once)
 
 
+def test_sgd_reference_weight_decay_moves_parameters_and_skips_empty_windows():
+    model = D.tiny_lm(2)
+    empty = uneven_window(world_size=2, micro_batches=1, empty_ranks=(0, 1), seed=5)
+    full = uneven_window(world_size=2, micro_batches=1, seed=6)
+    plain_sgd = ref.sgd_reference(model, [full], lr=0.1, momentum=0.9)
+    decayed = ref.sgd_reference(model, [full], lr=0.1, momentum=0.9, weight_decay=0.01)
+    assert not all(torch.equal(plain_sgd[n], decayed[n]) for n in plain_sgd)
+    with_empty = ref.sgd_reference(model, [full, empty], lr=0.1, momentum=0.9, weight_decay=0.01)
+    assert all(torch.equal(decayed[n], with_empty[n]) for n in decayed)
+
+
+def test_padded_window_holds_all_padding_micro_batches_of_another_shape():
+    window = ref.padded_window(3, 2, seed=4, rows=2, empty_ranks=(2,), padding_only=[(0, 1), (1, 0)])
+    assert [[mb.num_valid == 0 for mb in per_rank] for per_rank in window][:2] == [[False, True], [True, False]]
+    assert window[0][1].mask.shape == (3, 5) and window[0][0].mask.shape == (2, 8)
+    assert all(mb.num_valid == 0 for mb in window[2])
+    assert ref.window_count(window) == window[0][0].num_valid + window[1][1].num_valid
+
+
+def test_window_ledger_check_counts_collectives_per_window_and_their_group():
+    D.assert_window_ledger(Ledger([[_record()] * 2, [_record()] * 2]), 2, "ok")
+    D.assert_window_ledger(Ledger([[], []]), 2, "none")
+    with pytest.raises(AssertionError, match="one per window"):
+        D.assert_window_ledger(Ledger([[_record()] * 3, [_record()] * 3]), 2, "three")
+    narrow = CollectiveRecord(index=0, op="all_reduce", dtype="int64", shape=(1,), numel=1,
+                              group_ranks=(0,), ring_bytes=0.0, detail="SUM")
+    with pytest.raises(AssertionError, match="other than"):
+        D.assert_window_ledger(Ledger([[narrow], [_record()]]), 2, "group")
+
+
 def test_mean_of_means_factors():
     assert ref.mean_of_means_factors([30, 10]) == pytest.approx([2 / 3, 2.0])
     assert ref.mean_of_means_factors([7, 7]) == [1.0, 1.0]

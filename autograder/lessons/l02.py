@@ -27,7 +27,7 @@ from autograder.lessons.l01 import in_subgroup, run_in_subgroup
 from autograder.store import FLOAT32_RESULTS
 from autograder.plain import plain
 from helpers import denominator as D
-from helpers.data import tensors_to_json, uneven_window
+from helpers.data import TokenBatch, tensors_to_json, token_batch, uneven_window
 from helpers.reference import State, state_of, to_float64
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
@@ -111,14 +111,15 @@ def mean_of_means_gradients(model: nn.Module, window: Window) -> State:
         return _gradients(ref, loss)
 
 
-def sgd_reference(model: nn.Module, windows: Sequence[Window], lr: float, momentum: float) -> State:
+def sgd_reference(model: nn.Module, windows: Sequence[Window], lr: float, momentum: float,
+                  weight_decay: float = 0.0) -> State:
     """float64 state after one SGD step per window on the global mean over valid tokens.
 
-    A window without any valid token is skipped (no step: with momentum a zero-gradient
-    step would still move the parameters). ``model`` is not modified.
+    A window without any valid token is skipped (no step: with momentum or weight decay a
+    zero-gradient step would still move the parameters). ``model`` is not modified.
     """
     ref = to_float64(model)
-    opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=momentum)
+    opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     with _one_thread():
         for window in windows:
             count = window_count(window)
@@ -128,6 +129,17 @@ def sgd_reference(model: nn.Module, windows: Sequence[Window], lr: float, moment
             (_window_loss_sum(ref, window) / count).backward()
             opt.step()
     return state_of(ref)
+
+
+def padded_window(world_size: int, micro_batches: int, seed: int, *, rows: int = 2,
+                  empty_ranks: tuple[int, ...] = (),
+                  padding_only: Sequence[tuple[int, int]] = ()) -> list[list[TokenBatch]]:
+    """:func:`helpers.data.uneven_window`, with micro-batch ``k`` of rank ``r`` all padding for each
+    ``(r, k)`` in ``padding_only``, and of another shape (``rows + 1`` sequences of 5 positions)."""
+    window = uneven_window(world_size, micro_batches, rows=rows, empty_ranks=empty_ranks, seed=seed)
+    for rank, k in padding_only:
+        window[rank][k] = token_batch([0] * (rows + 1), max_len=5, seed=seed + 10 * rank + k)
+    return window
 
 
 def _factors(counts: Sequence[int]) -> list[float | None]:
@@ -209,7 +221,7 @@ def check_ddp_gradients(per_rank: Sequence[Any], model_seed: int, window: Window
 
 
 def check_training(per_rank: Sequence[Any], model_seed: int, windows: Sequence[Window], lr: float,
-                   momentum: float, case: str) -> None:
+                   momentum: float, case: str, weight_decay: float = 0.0) -> None:
     """Every rank returned each window's global count and trained like :func:`sgd_reference`."""
     outs = plain(list(per_rank), "the ranks' results")
     counts = [window_count(w) for w in windows]
@@ -217,7 +229,7 @@ def check_training(per_rank: Sequence[Any], model_seed: int, windows: Sequence[W
         if out["returned"] != counts:
             raise AssertionError(f"[{case}] rank {rank} returned counts {out['returned']}, expected {counts} "
                                  f"(the global valid-token count of each window).")
-    expected = sgd_reference(D.tiny_lm(model_seed), windows, lr=lr, momentum=momentum)
+    expected = sgd_reference(D.tiny_lm(model_seed), windows, lr=lr, momentum=momentum, weight_decay=weight_decay)
     D.assert_training_matches([out["state"] for out in outs], expected, case)
 
 

@@ -1,0 +1,16 @@
+# assignment: 02_global_denominator
+# grade_id: train_window
+# catches: averages the micro-batches' own mean losses over the window (each micro-batch divides by its own count): the mean of means over micro-batches and ranks
+# caught_by: test_train_window
+def train_window(ddp_model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches, group=None) -> int:
+    """One optimizer step on the global mean over the window's valid tokens; returns the global count."""
+    count = window_token_count([mb.mask for mb in micro_batches], group)
+    optimizer.zero_grad()
+    if count == 0:
+        return 0
+    for mb in micro_batches:
+        losses = token_cross_entropy(ddp_model(mb.tokens), mb.targets)
+        mean = torch.where(mb.mask, losses, torch.zeros_like(losses)).sum() / max(mb.num_valid, 1)
+        (mean / len(micro_batches)).backward()
+    optimizer.step()
+    return count

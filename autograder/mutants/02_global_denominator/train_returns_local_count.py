@@ -1,0 +1,16 @@
+# assignment: 02_global_denominator
+# grade_id: train_window
+# catches: trains correctly but returns this rank's own count of valid tokens instead of the window's global T
+# caught_by: test_train_window
+def train_window(ddp_model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches, group=None) -> int:
+    """One optimizer step on the global mean over the window's valid tokens; returns the global count."""
+    world_size = dist.get_world_size(group)
+    count = window_token_count([mb.mask for mb in micro_batches], group)
+    optimizer.zero_grad()
+    if count == 0:
+        return 0
+    for mb in micro_batches:
+        losses = token_cross_entropy(ddp_model(mb.tokens), mb.targets)
+        global_token_loss(losses, mb.mask, count, world_size).backward()
+    optimizer.step()
+    return sum(mb.num_valid for mb in micro_batches)
