@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LESSONS = {
     "06_gradient_sharding": "rs_sum_no_normalize",
     "07_parameter_sharding": "unit_sum_not_mean",
+    "08_prefetching": "plan_peak_without_shards",
 }
 RUN_S = 300  # a hang guard for one launch, not a speed limit
 
