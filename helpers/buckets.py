@@ -12,12 +12,13 @@ Vocabulary used throughout:
 Times are seconds, sizes bytes, alpha is seconds per message, beta seconds per byte.
 Nothing here computes an answer of the assignment: the checks compare with values written
 in the test, or verify the stated rule bucket by bucket, and the drivers call the student's
-code the way its contract says.
+code the way its contract says. For the design exercise, :class:`ClockedNetwork` logs what a
+backward did (modelled compute of :class:`BackwardTime` blocks, launches, waits) and
+:func:`replay` turns the logs of a group's ranks into the modelled clock.
 """
 from __future__ import annotations
 
 import copy
-from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 import torch
@@ -26,7 +27,7 @@ from torch import nn
 
 from helpers import remote
 from helpers.checks import first_difference, rounded
-from helpers.reference import mean_of, mse, rank_shard, set_rank_gradients
+from helpers.reference import grads_of, mean_of, mse, rank_shard
 from helpers.slow_network import SlowNetwork
 
 Buckets = list[list[int]]
@@ -204,110 +205,351 @@ def assert_tail(fn: Callable[..., Any], args: tuple, expected_schedule: Sequence
         raise AssertionError(message)
 
 
-# --------------------------------------------------------------------------- exercise 4: GradBuckets drivers
+# --------------------------------------------------------------------------- design exercise 4: the synchroniser
 
 
-def grad_buckets_on_rank(
-    grad_buckets_cls: Callable[..., Any],
-    model_fn: Callable[[], nn.Module],
-    buckets: Buckets,
-    ready_orders: Sequence[Sequence[int]],
-    seed: int,
-    iterations: int = 2,
-    slow: bool = True,
-) -> dict[str, Any]:
-    """Drive a student's bucket class by hand with rank-dependent gradients and ready orders.
+OVERLAP_TARGET = 0.75  # exposed communication at most this fraction of one all-reduce of the whole gradient
 
-    Each iteration sets rank-dependent ``.grad`` values (:func:`set_rank_gradients` with
-    seed ``seed + iteration``), calls ``grad_ready(i)`` in ``ready_orders[rank]`` (ready
-    orders may differ between ranks, as they do in real models with branches), then
-    ``wait()``. Returns, per iteration, the gradients set and the gradients after ``wait``.
+
+class _BackwardTime(torch.autograd.Function):
+    """Identity; its backward reports ``block.seconds`` of modelled compute to ``block.log``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, block: "BackwardTime") -> torch.Tensor:
+        ctx.block = block
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        if ctx.block.log is not None:
+            ctx.block.log.append(("compute", ctx.block.seconds))
+        return grad, None
+
+
+class BackwardTime(nn.Module):
+    """Identity in forward; in backward, ``seconds`` of compute on the modelled clock of a :class:`ClockedNetwork`.
+
+    Placed after a block's layers, it makes that block's backward take ``seconds`` before the
+    block's gradients are ready.
     """
-    model = model_fn()
-    rank = dist.get_rank()
-    obj = grad_buckets_cls(model, buckets)
-    names = [n for n, _ in model.named_parameters()]
-    before, after = [], []
-    for it in range(iterations):
-        before.append(set_rank_gradients(model, seed + it))
-        with SlowNetwork() if slow else nullcontext():
-            for i in ready_orders[rank]:
-                obj.grad_ready(i)
-            obj.wait()
-        after.append({n: p.grad.detach().clone() for n, p in zip(names, model.parameters())})
-    return {"before": before, "after": after}
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.log: list | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _BackwardTime.apply(x, self)
 
 
-def backward_on_rank(
-    grad_buckets_cls: Callable[..., Any],
-    model_fn: Callable[[], nn.Module],
-    buckets: Buckets,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    slow: bool = False,
-) -> dict[str, Any]:
-    """A real backward on this rank's shard with the student's hooks attached, then ``wait()``.
+def timed_block(in_features: int, out_features: int, backward_s: float, output: bool = False) -> list[nn.Module]:
+    """Linear, LayerNorm, :class:`BackwardTime` (``backward_s`` seconds) and tanh: four gradients per block.
 
-    Returns the gradients after ``wait`` and, as the expected values, the gradients a real
-    ``DistributedDataParallel`` of the same model computes on the same shards (run after the
-    student's all-reduces).
+    An ``output`` block is Linear and :class:`BackwardTime` only (two gradients).
     """
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    model = model_fn()
-    obj = grad_buckets_cls(model, buckets)
-    xs, ys = rank_shard(x, y)
-    with SlowNetwork() if slow else nullcontext():
-        mse(model(xs), ys).backward()
-        obj.wait()
-    got = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-    ddp = DDP(model_fn())
-    mse(ddp(xs), ys).backward()
-    return {"got": got, "expected": {n: p.grad.detach().clone() for n, p in ddp.module.named_parameters()}}
+    if output:
+        return [nn.Linear(in_features, out_features), BackwardTime(backward_s)]
+    return [nn.Linear(in_features, out_features), nn.LayerNorm(out_features), BackwardTime(backward_s), nn.Tanh()]
 
 
-def assert_grads_averaged(result: Sequence[dict[str, Any]], slow: bool) -> None:
-    """Every rank's gradients after ``wait()`` equal the mean over ranks of the ones set."""
-    note = (" (asynchronous all-reduces here finish only when waited on, as they may on a slow network)"
-            if slow else "")
-    for it in range(len(result[0]["after"])):
-        expected = mean_of([r["before"][it] for r in result])
-        for rank, r in enumerate(result):
-            diff = first_difference(r["after"][it], expected, atol=1e-5, rtol=1e-5)
-            if diff is None:
-                continue
-            hint = ""
-            if first_difference(r["after"][it], r["before"][it], atol=1e-6, rtol=1e-6) is None:
-                hint = (" The gradients are still this rank's own: were the results copied out of the buckets "
-                        "before waiting on their handles?")
-            elif first_difference(r["after"][it], {k: v * len(result) for k, v in expected.items()},
-                                  atol=1e-4, rtol=1e-5) is None:
-                hint = " They are the sum over ranks: divide by the world size."
-            raise AssertionError(
-                f"Iteration {it + 1}, rank {rank}: the gradients after wait() are not the mean over ranks "
-                f"({diff}){note}.{hint} Launch buckets in bucket order on every rank, give each bucket its own "
-                f"buffer and read it only after its handle's wait().")
+class TimedMLP(nn.Module):
+    """A chain of :func:`timed_block` s of the given widths (the last an output block), each taking
+    ``block_backward_s`` of backward."""
+
+    def __init__(self, widths: Sequence[int] = (4, 24, 24, 24, 24, 2), block_backward_s: float = 2e-3) -> None:
+        super().__init__()
+        pairs = list(zip(widths[:-1], widths[1:]))
+        self.net = nn.Sequential(*[m for k, (i, o) in enumerate(pairs)
+                                   for m in timed_block(i, o, block_backward_s, output=k == len(pairs) - 1)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
 
 
-def assert_backward_averaged(result: Sequence[dict[str, Any]]) -> None:
-    """After a real backward and ``wait()``, every rank holds the gradients real DDP computes."""
-    for rank, r in enumerate(result):
-        diff = first_difference(r["got"], r["expected"], atol=1e-6, rtol=1e-5)
-        if diff is not None:
-            raise AssertionError(f"After backward and wait(), rank {rank}'s gradients differ from the mean over "
-                                 f"ranks that DistributedDataParallel computes ({diff}): do the hooks fire "
-                                 f"grad_ready for every parameter?")
+def modelled_network(model: nn.Module, group_size: int) -> tuple[float, float]:
+    """``(alpha_s, beta_s_per_byte)`` of the network the overlap is measured on, for ``model`` on ``group_size`` ranks.
+
+    One message's latency ``2(N-1) alpha`` equals the transfer time ``2(N-1)/N * m * beta`` of an
+    average block's gradients (``m`` bytes), and each is a quarter of an average block's backward:
+    all-reducing a block's gradients in one message takes half the block's backward.
+    """
+    seconds = [m.seconds for m in model.modules() if isinstance(m, BackwardTime)]
+    block_bytes = sum(grad_bytes(model)) / len(seconds)
+    alpha = sum(seconds) / len(seconds) / (8 * (group_size - 1))
+    return alpha, alpha * group_size / block_bytes
 
 
-def assert_bucket_traffic(ledger: Any, buckets: Buckets, param_bytes: Sequence[int], iterations: int) -> None:
-    """Each rank issued exactly one all-reduce per bucket, of the bucket's size, in bucket order."""
-    expected = [sum(param_bytes[i] for i in b) // 4 for b in buckets] * iterations
-    for rank in range(ledger.world_size):
-        got = [rec.numel for rec in ledger.records[rank] if rec.op == "all_reduce"]
-        if got != expected:
-            raise AssertionError(
-                f"Rank {rank} issued all-reduces of {got} elements; one all-reduce per bucket, in bucket order, "
-                f"gives {expected}.")
+class _OwnWork:
+    """Handle of a :class:`ClockedNetwork` all-reduce: its result lands only when it is waited on."""
+
+    def __init__(self, network: "ClockedNetwork", position: int, collective: int, tensor: torch.Tensor) -> None:
+        self.network, self.position, self.collective, self.tensor = network, position, collective, tensor
+        self.delivered = False
+
+    def wait(self, timeout: Any = None) -> bool:
+        self.network.log.append(("wait", self.collective))
+        self.network.flush(self.position)
+        if not self.delivered:
+            self.tensor.copy_(self.network.results[self.position])
+            self.delivered = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self.delivered
+
+    def get_future(self) -> torch.futures.Future:
+        """A completed future: asking for it waits (on the clock too)."""
+        self.wait()
+        future: torch.futures.Future = torch.futures.Future()
+        future.set_result([self.tensor])
+        return future
+
+
+class ClockedNetwork(SlowNetwork):
+    """A :class:`SlowNetwork` (on a rank) that logs what the modelled clock needs, and completes a collective
+    only on its own ``wait()``.
+
+    Asynchronous collectives run in launch order, on every rank alike, when a handle (or a later
+    one) is waited on, each on a copy of its buffer; the result is written into the buffer only
+    when that handle's own ``wait()`` is called, so a skipped ``wait()`` leaves that buffer
+    unreduced. ``log`` lists, in order: ``("compute", seconds)`` from each :class:`BackwardTime`
+    of ``model``, ``("launch", op, bytes, k)`` for the rank's ``k``-th collective and
+    ``("wait", k)`` when it is waited on (a blocking collective is a launch and its wait).
+    :func:`replay` turns the logs of a group's ranks into times.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.timed = [m for m in model.modules() if isinstance(m, BackwardTime)]
+
+    def __enter__(self) -> "ClockedNetwork":
+        self.results: list[torch.Tensor] = []
+        self.log: list[tuple] = []
+        self.issued = 0
+        for block in self.timed:
+            block.log = self.log
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        for block in self.timed:
+            block.log = None
+        super().__exit__(*exc)
+
+    def _deferring(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        deferring = super()._deferring(original)
+
+        def collective(*args: Any, async_op: bool = False, **kwargs: Any) -> Any:
+            tensor = args[0] if args else next(iter(kwargs.values()))
+            k = self.issued
+            self.issued += 1
+            self.log.append(("launch", original.__name__, tensor.numel() * tensor.element_size(), k))
+            if not async_op:
+                self.log.append(("wait", k))
+                return deferring(*args, **kwargs)
+            work = deferring(*args, async_op=True, **kwargs)
+            own = _OwnWork(self, work.position, k, work.tensor)
+            self.queue[-1] = (*self.queue[-1][:3], own)
+            return own
+
+        return collective
+
+    def flush(self, position: int) -> None:
+        """Run every queued collective up to ``position`` in launch order, each on a copy of its buffer."""
+        while self.done <= position:
+            original, args, kwargs, work = self.queue[self.done]
+            scratch = work.tensor.clone()
+            if args:
+                original(scratch, *args[1:], **kwargs)
+            else:
+                original(**{**kwargs, "tensor": scratch})
+            self.results.append(scratch)
+            self.done += 1
+
+
+def clocked_backwards(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+                      batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                      group: dist.ProcessGroup | None = None) -> list[dict[str, Any]]:
+    """One ``grad_buckets_cls(model, group=group)`` for several backwards, each under a :class:`ClockedNetwork`.
+
+    Per batch: clear the gradients (``None``), run backward on this rank's shard, then ``wait()``.
+    Returns per backward: ``log`` (the clock's log; ``("backward_end",)`` marks where backward
+    returned), ``collectives`` (how many collectives the process group saw meanwhile, by any
+    route), ``got`` (the gradients after ``wait()``) and ``local`` (a hook-free replica's
+    gradients on the same shard).
+    """
+    model, replica = model_fn(), model_fn()
+    grad_buckets = grad_buckets_cls(model, group=group)
+    process_group = dist.group.WORLD if group is None else group
+    out = []
+    for it, (x, y) in enumerate(batches):
+        xs, ys = rank_shard(x, y, group)
+        model.zero_grad(set_to_none=True)
+        replica.zero_grad(set_to_none=True)
+        mse(replica(xs), ys).backward()
+        before = process_group._get_sequence_number_for_group()
+        try:
+            with ClockedNetwork(model) as network:
+                mse(model(xs), ys).backward()
+                network.log.append(("backward_end",))
+                grad_buckets.wait()
+        except Exception as exc:
+            raise RuntimeError(f"in backward {it + 1} of {len(batches)} with one object (the gradients are set to "
+                               f"None before each backward): {type(exc).__name__}: {exc}") from exc
+        out.append({"log": network.log, "collectives": process_group._get_sequence_number_for_group() - before,
+                    "got": grads_of(model), "local": grads_of(replica)})
+    return out
+
+
+def clocked_backwards_on_rank(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+                              batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[dict[str, Any]]:
+    """:func:`clocked_backwards` on the default group (call inside ``run``)."""
+    return clocked_backwards(grad_buckets_cls, model_fn, batches)
+
+
+def _ring_allreduce_s(message_bytes: int, n: int, alpha_s: float, beta_s_per_byte: float) -> float:
+    return 0.0 if n == 1 else 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * message_bytes * beta_s_per_byte
+
+
+def replay(logs: Sequence[Sequence[tuple]], group_size: int, alpha_s: float,
+           beta_s_per_byte: float) -> dict[str, Any]:
+    """The modelled clock of one backward and ``wait()`` on a group's ranks, from their :class:`ClockedNetwork` logs.
+
+    Each rank's clock advances by its ``compute`` entries and, at a ``wait``, to the finish of
+    that collective. The group's collectives share one channel and run one at a time in launch
+    order: the ``k``-th starts when every rank has launched it and the ``(k-1)``-th has finished,
+    and lasts ``2(N-1) alpha + 2(N-1)/N * bytes * beta``. Returns per rank ``compute_s``,
+    ``end_s`` (clock when ``wait()`` returned), ``exposed_s`` (``end_s - compute_s``: time spent
+    waiting for communication) and ``launched_in_backward``; and ``messages``: per collective
+    ``(bytes, start_s, finish_s)``. Raises ``ValueError`` if a rank waits on a collective
+    that some rank never launched.
+    """
+    n = len(logs)
+    clock, compute, at, in_backward = [0.0] * n, [0.0] * n, [0] * n, [0] * n
+    launched: list[dict[int, float]] = [{} for _ in range(n)]
+    sizes: dict[int, int] = {}
+    finish: dict[int, float] = {}
+    messages: list[tuple[int, float, float]] = []
+    channel = 0.0
+    progress = True
+    while progress:
+        progress = False
+        for r in range(n):
+            while at[r] < len(logs[r]):
+                kind, *rest = logs[r][at[r]]
+                if kind == "wait" and rest[0] not in finish:
+                    break
+                if kind == "compute":
+                    clock[r] += rest[0]
+                    compute[r] += rest[0]
+                elif kind == "launch":
+                    launched[r][rest[2]] = clock[r]
+                    sizes.setdefault(rest[2], rest[1])
+                elif kind == "wait":
+                    clock[r] = max(clock[r], finish[rest[0]])
+                elif kind == "backward_end":
+                    in_backward[r] = len(launched[r])
+                at[r] += 1
+                progress = True
+        k = len(messages)
+        while all(k in mine for mine in launched):
+            start = max(channel, *(mine[k] for mine in launched))
+            channel = start + _ring_allreduce_s(sizes[k], group_size, alpha_s, beta_s_per_byte)
+            finish[k] = channel
+            messages.append((sizes[k], start, channel))
+            k += 1
+            progress = True
+    if any(at[r] < len(logs[r]) for r in range(n)):
+        raise ValueError("a rank waited on a collective that another rank of the group never launched")
+    return {"ranks": [{"compute_s": compute[r], "end_s": clock[r], "exposed_s": clock[r] - compute[r],
+                       "launched_in_backward": in_backward[r]} for r in range(n)], "messages": messages}
+
+
+def baseline_seconds(model: nn.Module, group_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
+    """The no-overlap baseline: one all-reduce of the whole gradient (all of ``model``'s) after backward."""
+    return replay([[("launch", "all_reduce", sum(grad_bytes(model)), 0), ("wait", 0)]] * group_size, group_size,
+                  alpha_s, beta_s_per_byte)["ranks"][0]["exposed_s"]
+
+
+def synchroniser_mistake(backwards: Sequence[Sequence[dict[str, Any]]], expected: Sequence[dict[str, Any]],
+                         where: str) -> str | None:
+    """What is wrong with the ranks' runs of :func:`clocked_backwards` (``backwards[rank][it]``), or ``None``.
+
+    ``expected[it]`` is the mean over the group of the gradients of backward ``it``. Checks
+    that communication went through ``dist.all_reduce`` (the clock saw every collective), and
+    that after ``wait()`` every ``.grad`` is the mean.
+    """
+    for it, exp in enumerate(expected):
+        for rank, runs in enumerate(backwards):
+            run_ = runs[it]
+            label = f"[{where}, backward {it + 1} of {len(expected)}] rank {rank}"
+            ops = sorted({entry[1] for entry in run_["log"] if entry[0] == "launch"} - {"all_reduce"})
+            seen = sum(entry[0] == "launch" for entry in run_["log"])
+            if ops or run_["collectives"] != seen:
+                return (f"{label}: {run_['collectives']} collectives went over the group but {seen} through "
+                        f"dist.all_reduce{' (also ' + ', '.join(ops) + ')' if ops else ''}. Communicate only with "
+                        f"dist.all_reduce, called as dist.all_reduce(...), so that the network model sees it.")
+            for name, e in exp.items():
+                got, local = run_["got"][name], run_["local"][name]
+                if got is None or e is None:
+                    if (got is None) != (e is None):
+                        return f"{label}: {name!r}.grad is {got}, expected {'None' if e is None else 'a gradient'}."
+                    continue
+                diff = first_difference({name: got}, {name: e.to(got.dtype)}, atol=1e-5, rtol=1e-4)
+                if diff is not None:
+                    return (f"{label}: after wait() the gradient is not the mean over the group's ranks ({diff})."
+                            f"{_hint(got, local, len(backwards))}")
+    return None
+
+
+def _hint(got: torch.Tensor, local: torch.Tensor, size: int) -> str:
+    if torch.allclose(got, local, rtol=1e-5, atol=1e-7) or torch.allclose(got, local / size, rtol=1e-5, atol=1e-7):
+        return (" It is still this rank's own gradient: a buffer was read before its all-reduce's own wait() "
+                "returned (completing a later all-reduce does not complete an earlier one).")
+    if torch.allclose(got, local * size, rtol=1e-4, atol=1e-6):
+        return ""
+    return (" Are the all-reduces issued in the same order, with the same contents, on every rank? Backward "
+            "may produce the gradients in a different order on each rank.")
+
+
+def overlap_report(logs: Sequence[Sequence[tuple]], group_size: int, alpha_s: float, beta_s_per_byte: float,
+                   baseline_s: float) -> tuple[float, str]:
+    """``(exposed / baseline, a description of the replayed clock)`` for one backward of a group."""
+    clock = replay(logs, group_size, alpha_s, beta_s_per_byte)
+    worst = max(clock["ranks"], key=lambda r: r["exposed_s"])
+    messages = clock["messages"]
+    fraction = worst["exposed_s"] / baseline_s
+    last = messages[-1] if messages else (0, 0.0, 0.0)
+    text = (f"{worst['exposed_s'] * 1e3:.3f} ms of communication exposed, {fraction:.2f} of the no-overlap baseline "
+            f"({baseline_s * 1e3:.3f} ms: one all-reduce of the whole gradient after backward). Backward's compute "
+            f"took {worst['compute_s'] * 1e3:.3f} ms; {len(messages)} all-reduce(s), "
+            f"{worst['launched_in_backward']} launched before backward returned, paying "
+            f"{len(messages) * 2 * (group_size - 1) * alpha_s * 1e3:.3f} ms of latency in all; the last one "
+            f"({last[0]} B) finished at {last[2] * 1e3:.3f} ms.")
+    return fraction, text
+
+
+def assert_synchronised(result: Sequence[Sequence[dict[str, Any]]]) -> None:
+    """Visible check: after every backward and ``wait()`` each rank holds the mean of the ranks' gradients."""
+    expected = [mean_of([runs[it]["local"] for runs in result]) for it in range(len(result[0]))]
+    message = synchroniser_mistake(result, expected, f"{len(result)} ranks")
+    if message:
+        raise AssertionError(message)
+
+
+def assert_overlap(result: Sequence[Sequence[dict[str, Any]]], model: nn.Module) -> float:
+    """Visible check: every backward's exposed communication is at most :data:`OVERLAP_TARGET` of the baseline.
+
+    Returns the largest fraction (exposed / baseline) over the backwards.
+    """
+    n = len(result)
+    network = modelled_network(model, n)
+    baseline = baseline_seconds(model, n, *network)
+    worst = 0.0
+    for it in range(len(result[0])):
+        fraction, text = overlap_report([runs[it]["log"] for runs in result], n, *network, baseline)
+        if fraction > OVERLAP_TARGET:
+            raise AssertionError(f"Backward {it + 1}: {text} The target is at most {OVERLAP_TARGET}.")
+        worst = max(worst, fraction)
+    return worst
 
 
 # --------------------------------------------------------------------------- exercise 5: train_step

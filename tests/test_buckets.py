@@ -16,9 +16,8 @@ from autograder.lessons import l03
 from helpers import buckets as B
 from helpers.buckets import Buckets
 from helpers.cluster import run
-from helpers.ledger import CollectiveRecord, Ledger
 from helpers.models import OutOfOrderMLP, TinyMLP, make_regression_batch
-from helpers.reference import SameInit, make_batches, uneven_mlp
+from helpers.reference import SameInit, make_batches, mse
 from helpers.slow_network import SlowNetwork
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks never import this module (nor autograder)
@@ -182,10 +181,10 @@ def test_slow_network_completes_async_all_reduces_only_when_it_must() -> None:
     assert [rec.numel for rec in ledger.records[0]] == [3, 2, 1, 1]
 
 
-def _own_wait_network_on_rank() -> dict:
+def _clocked_network_on_rank() -> dict:
     rank = dist.get_rank()
     a, b, c = (torch.full((2,), (rank + 1) * k) for k in (1.0, 10.0, 100.0))
-    with l03.OwnWaitNetwork() as net:
+    with B.ClockedNetwork(nn.Linear(1, 1)) as net:
         ha, hb, hc = (dist.all_reduce(t, async_op=True) for t in (a, b, c))
         launched = len(net.queue), net.done
         hc.wait()  # runs all three in launch order, but only c's result lands
@@ -194,51 +193,108 @@ def _own_wait_network_on_rank() -> dict:
         hb.wait()
         after_all = a[0].item(), b[0].item()
         dist.all_reduce(torch.ones(1))
-    return {"launched": launched, "after_last": after_last, "after_all": after_all, "blocking": net.blocking}
+    return {"launched": launched, "after_last": after_last, "after_all": after_all, "log": net.log}
 
 
-def test_own_wait_network_completes_a_collective_only_on_its_own_wait() -> None:
-    out = run(_own_wait_network_on_rank, world_size=2, timeout=30)
+def test_clocked_network_completes_a_collective_only_on_its_own_wait_and_logs_it() -> None:
+    out = run(_clocked_network_on_rank, world_size=2, timeout=30)
     for rank, r in enumerate(out):
         assert r["launched"] == (3, 0)
         assert r["after_last"] == (rank + 1.0, 10.0 * (rank + 1), 300.0, False, True, 3)
         assert r["after_all"] == (3.0, 30.0)
-        assert r["blocking"] == 1
+        assert r["log"] == [("launch", "all_reduce", 8, 0), ("launch", "all_reduce", 8, 1),
+                            ("launch", "all_reduce", 8, 2), ("wait", 2), ("wait", 0), ("wait", 1),
+                            ("launch", "all_reduce", 4, 3), ("wait", 3)]
+
+
+def _timed_backward_on_rank() -> list:
+    model = B.TimedMLP((2, 3, 2), block_backward_s=0.5)
+    with B.ClockedNetwork(model) as net:
+        for i, p in enumerate(model.parameters()):
+            p.register_post_accumulate_grad_hook(lambda p, i=i: net.log.append(("ready", i)))
+        mse(model(torch.ones(4, 2)), torch.zeros(4, 2)).backward()
+    return net.log
+
+
+def test_a_block_takes_its_backward_time_before_its_gradients_are_ready() -> None:
+    log = run(_timed_backward_on_rank, world_size=1, timeout=30)[0]
+    assert log[0] == ("compute", 0.5) and log[3] == ("compute", 0.5)   # the output block, then the first block
+    assert sorted(i for _, i in log[1:3]) == [4, 5] and sorted(i for _, i in log[4:]) == [0, 1, 2, 3]
+
+
+def test_replay_runs_one_channel_in_launch_order_and_starts_when_every_rank_launched() -> None:
+    # 2 ranks: T(m) = 2 alpha + m beta = 1 s + m * 0.01 s
+    rank0 = [("compute", 1.0), ("launch", "all_reduce", 100, 0), ("compute", 1.0), ("launch", "all_reduce", 100, 1),
+             ("backward_end",), ("wait", 0), ("wait", 1)]
+    rank1 = [("compute", 1.0), ("compute", 1.0), ("launch", "all_reduce", 100, 0), ("launch", "all_reduce", 100, 1),
+             ("backward_end",), ("wait", 1), ("wait", 0)]
+    clock = B.replay([rank0, rank1], 2, 0.5, 0.01)
+    assert clock["messages"] == [(100, 2.0, 4.0), (100, 4.0, 6.0)]  # the first waits for rank 1's launch
+    assert [r["exposed_s"] for r in clock["ranks"]] == [4.0, 4.0]
+    assert [r["launched_in_backward"] for r in clock["ranks"]] == [2, 2]
+
+
+def test_replay_stops_the_clock_at_a_wait_during_backward() -> None:
+    log = [("launch", "all_reduce", 0, 0), ("wait", 0), ("compute", 2.0), ("launch", "all_reduce", 0, 1),
+           ("compute", 0.5), ("wait", 1)]
+    clock = B.replay([log, log], 2, 0.5, 0.0)   # every message takes 1 s
+    assert clock["ranks"][0] == {"compute_s": 2.5, "end_s": 4.0, "exposed_s": 1.5, "launched_in_backward": 0}
+    with pytest.raises(ValueError, match="never launched"):
+        B.replay([log, log[:1] + [("wait", 0), ("wait", 1)]], 2, 0.5, 0.0)
+
+
+def test_modelled_network_and_baseline_follow_the_stated_relations() -> None:
+    model = B.TimedMLP((4, 24, 24, 2), block_backward_s=2e-3)
+    block_bytes = sum(B.grad_bytes(model)) / 3
+    for n in (2, 3, 4):
+        alpha, beta = B.modelled_network(model, n)
+        latency, transfer = 2 * (n - 1) * alpha, 2 * (n - 1) / n * block_bytes * beta
+        assert latency == pytest.approx(transfer) == pytest.approx(2e-3 / 4)
+        assert B.baseline_seconds(model, n, alpha, beta) == pytest.approx(latency + 3 * transfer)
 
 
 class ReferenceGradBuckets:
-    """A correct ``GradBuckets`` (the exercise's contract), for testing the checks; never shipped to a kernel.
+    """A correct ``GradBuckets`` (the design exercise's contract), for testing the checks; never shipped to a kernel.
 
-    ``grad_ready(i)`` marks parameter ``i`` ready and launches, in bucket order, every
-    complete bucket whose predecessors are launched: its gradients are copied into a new
-    flat buffer and ``dist.all_reduce(buffer, async_op=True)`` is called. ``wait()`` waits
-    on each handle in launch order, copies ``buffer / N`` back into the ``.grad`` tensors and
-    resets for the next iteration.
+    About four buckets of equal bytes in reverse registration order, launched in that order
+    from post-accumulate-grad hooks, each in a new flat buffer; ``wait()`` waits on each handle
+    and copies ``buffer / N`` back. ``after_backward=True`` launches nothing during backward and
+    all-reduces everything in ``wait()`` (correct, nothing overlaps); ``per_tensor=True`` gives
+    every parameter its own bucket.
     """
 
-    def __init__(self, model: nn.Module, bucket_list: Buckets, group: Any = None) -> None:
+    def __init__(self, model: nn.Module, group: Any = None, after_backward: bool = False,
+                 per_tensor: bool = False) -> None:
         self.params = list(model.parameters())
-        self.buckets = [list(b) for b in bucket_list]
         self.group = group
-        self._reset()
-        for bucket in self.buckets:
-            for i in bucket:
-                self.params[i].register_post_accumulate_grad_hook(lambda p, i=i: self.grad_ready(i))
-
-    def _reset(self) -> None:
-        self.ready: set[int] = set()
+        sizes = [p.numel() * p.element_size() for p in self.params]
+        self.buckets: Buckets = []
+        current: list[int] = []
+        for i in reversed(range(len(self.params))):
+            current.append(i)
+            if per_tensor or sum(sizes[j] for j in current) >= sum(sizes) / 4:
+                self.buckets.append(current)
+                current = []
+        self.buckets += [current] if current else []
         self.pending: list[tuple[Any, torch.Tensor]] = []
+        self.ready: set[int] = set()
+        self.after_backward = after_backward
+        for i, p in enumerate(self.params):
+            p.register_post_accumulate_grad_hook(lambda p, i=i: self.grad_ready(i))
 
     def grad_ready(self, index: int) -> None:
         self.ready.add(index)
-        while len(self.pending) < len(self.buckets) and self.ready.issuperset(self.buckets[len(self.pending)]):
-            buffer = torch.cat([self.params[i].grad.reshape(-1) for i in self.buckets[len(self.pending)]])
-            self.pending.append((dist.all_reduce(buffer, group=self.group, async_op=True), buffer))
+        while (not self.after_backward and len(self.pending) < len(self.buckets)
+               and self.ready.issuperset(self.buckets[len(self.pending)])):
+            self.launch()
+
+    def launch(self) -> None:
+        buffer = torch.cat([self.params[i].grad.reshape(-1) for i in self.buckets[len(self.pending)]])
+        self.pending.append((dist.all_reduce(buffer, group=self.group, async_op=True), buffer))
 
     def wait(self) -> None:
-        if len(self.pending) != len(self.buckets):
-            raise RuntimeError(f"only {len(self.pending)} of {len(self.buckets)} buckets were launched: "
-                               "some gradients were never produced")
+        while len(self.pending) < len(self.buckets):
+            self.launch()
         n = dist.get_world_size(self.group)
         for bucket, (handle, buffer) in zip(self.buckets, self.pending):
             handle.wait()
@@ -247,29 +303,48 @@ class ReferenceGradBuckets:
                 grad = self.params[i].grad
                 grad.copy_(buffer[offset: offset + grad.numel()].view_as(grad) / n)
                 offset += grad.numel()
-        self._reset()
+        self.pending, self.ready = [], set()
 
 
-def test_backwards_check_accepts_the_reference_on_a_subgroup() -> None:
-    model_fn = SameInit(uneven_mlp, seed=6, kwargs={"in_features": 6, "out_features": 3, "freeze_first": False})
-    l03.check_backwards(ReferenceGradBuckets, model_fn, [[4, 3], [2], [1, 0]], make_batches(2, 12, 6, 3, seed=1),
-                        ranks=[0, 2, 3])
+def _after_backward(model: nn.Module, group: Any = None) -> ReferenceGradBuckets:
+    return ReferenceGradBuckets(model, group, after_backward=True)
 
 
-def test_reference_grad_buckets_with_rank_dependent_ready_orders() -> None:
-    model_fn = SameInit(uneven_mlp, seed=6, kwargs={"in_features": 6, "out_features": 3, "freeze_first": False})
-    sizes = [p.numel() * 4 for p in model_fn().parameters()]
-    bucket_list = [[4, 3], [2], [1, 0]]
-    orders = [[4, 3, 2, 1, 0], [0, 1, 2, 3, 4], [2, 0, 4, 1, 3]]
-    reference = ReferenceGradBuckets
-    for slow in (True, False):
-        out, ledger = run(lambda: B.grad_buckets_on_rank(reference, model_fn, bucket_list, orders, seed=1, slow=slow),
-                          world_size=3, ledger=True, timeout=30)
-        l03.assert_grads_averaged(out, slow=slow)
-        B.assert_bucket_traffic(ledger, bucket_list, sizes, iterations=2)
-    x, y = make_regression_batch(12, 6, 3, seed=2)
-    l03.assert_backward_averaged(run(lambda: B.backward_on_rank(reference, model_fn, bucket_list, x, y, True),
-                                     world_size=3, timeout=30))
+def _per_tensor(model: nn.Module, group: Any = None) -> ReferenceGradBuckets:
+    return ReferenceGradBuckets(model, group, per_tensor=True)
+
+
+def test_synchroniser_checks_accept_the_reference_on_branches_and_a_subgroup() -> None:
+    branches = SameInit(l03.TimedBranches, seed=1, kwargs={"branches": 3})
+    l03.check_synchroniser(ReferenceGradBuckets, branches, make_batches(2, 12, 5, 3, seed=2), world_size=3)
+    l03.check_overlap(ReferenceGradBuckets, branches, make_batches(2, 12, 5, 3, seed=2), world_size=3)
+    l03.check_overlap(ReferenceGradBuckets, SameInit(B.TimedMLP, seed=3), make_batches(2, 9, 4, 2, seed=4),
+                      world_size=4, ranks=[0, 1, 3])
+
+
+@pytest.mark.parametrize("cls, message", [(_after_backward, "0 launched before backward returned"),
+                                          (_per_tensor, "18 all-reduce")])
+def test_overlap_check_rejects_the_naive_designs(cls, message: str) -> None:
+    model_fn = SameInit(B.TimedMLP, seed=5)
+    batches = make_batches(1, 6, 4, 2, seed=6)
+    l03.check_synchroniser(cls, model_fn, batches, world_size=3)   # correct ...
+    with pytest.raises(AssertionError, match=message):                # ... but exposed
+        l03.check_overlap(cls, model_fn, batches, world_size=3)
+
+
+def _run_of(got: dict, local: dict, launches: int = 1, collectives: int = 1) -> dict:
+    log = [("launch", "all_reduce", 8, k) for k in range(launches)]
+    return {"log": log, "collectives": collectives, "got": got, "local": local}
+
+
+def test_synchroniser_mistakes_are_named() -> None:
+    local = [{"w": torch.tensor([1.0, 2.0])}, {"w": torch.tensor([3.0, 6.0])}]
+    mean = {"w": torch.tensor([2.0, 4.0])}
+    assert B.synchroniser_mistake([[_run_of(mean, lo)] for lo in local], [mean], "2 ranks") is None
+    assert "still this rank's own gradient" in B.synchroniser_mistake([[_run_of(lo, lo)] for lo in local], [mean], "")
+    assert "0 through dist.all_reduce" in B.synchroniser_mistake([[_run_of(mean, lo, 0)] for lo in local], [mean], "")
+    swapped = [[_run_of({"w": torch.tensor([2.0, 5.0])}, lo)] for lo in local]
+    assert "same order" in B.synchroniser_mistake(swapped, [mean], "")
 
 
 def _reference_train_step(model, optimizer, grad_buckets, x, y) -> float:
@@ -332,26 +407,6 @@ def test_train_step_check_names_the_mistakes(step, message: str) -> None:
 
 def test_train_step_check_accepts_the_reference() -> None:
     B.assert_train_step(_reference_train_step, SameInit(TinyMLP, seed=21)(), make_batches(3, 8, 8, 4, seed=22), 0.1)
-
-
-def _fake_averaging_results(copy_before_wait: bool) -> list[dict]:
-    before = [{"w": torch.tensor([1.0, 2.0])}, {"w": torch.tensor([3.0, 6.0])}]
-    mean = {"w": torch.tensor([2.0, 4.0])}
-    return [{"before": [b], "after": [b if copy_before_wait else mean]} for b in before]
-
-
-def test_averaging_check_recognises_reading_before_wait() -> None:
-    B.assert_grads_averaged(_fake_averaging_results(False), slow=True)
-    with pytest.raises(AssertionError, match="before waiting"):
-        B.assert_grads_averaged(_fake_averaging_results(True), slow=True)
-
-
-def test_traffic_check_counts_all_reduces_per_bucket() -> None:
-    rec = lambda i, n: CollectiveRecord(i, "all_reduce", "float32", (n,), n, (0, 1), 0.0, "SUM")  # noqa: E731
-    good = Ledger([[rec(0, 2), rec(1, 3)], [rec(0, 2), rec(1, 3)]])
-    B.assert_bucket_traffic(good, [[1], [0]], [12, 8], iterations=1)
-    with pytest.raises(AssertionError, match="one all-reduce per bucket"):
-        B.assert_bucket_traffic(Ledger([[rec(0, 5)], [rec(0, 5)]]), [[1], [0]], [12, 8], iterations=1)
 
 
 def test_stored_results_for_the_chapter() -> None:

@@ -1,10 +1,10 @@
 """Lesson 03, gradient buckets: the instructor side.
 
 References of the graded functions (DDP's bucket assignment, the alpha-beta schedule and its
-tail, a bucketed asynchronous all-reduce), the training driver that needs them, a network
-harness whose all-reduces complete only on their own ``wait()`` (:class:`OwnWaitNetwork`) and
-the several-backwards driver on a subgroup that uses it, the hidden checks, and the results
-stored for the chapter (``STORED``).
+tail), the training driver that needs them, the hidden model with rank-dependent ready orders
+(:class:`TimedBranches`) and the synchroniser's driver on a subgroup, the hidden checks (the
+design exercise's on the gradients and, replayed here, on the modelled clock of
+:class:`helpers.buckets.ClockedNetwork`), and the results stored for the chapter (``STORED``).
 
 Vocabulary as in :mod:`helpers.buckets`: ``param_bytes[i]`` is parameter ``i``'s gradient
 size in bytes (registration order), a bucket is a list of parameter indices, buckets are
@@ -22,24 +22,22 @@ import torch.distributed as dist
 from torch import nn
 
 from autograder.lessons.costs import ring_allreduce_bytes
-from autograder.lessons.l01 import in_subgroup, run_in_subgroup, sgd_reference
+from autograder.lessons.l01 import full_batch_gradients, in_subgroup, run_in_subgroup, sgd_reference
 from autograder.plain import plain
 from helpers import buckets
-from helpers.buckets import MB, Buckets, grad_bytes
+from helpers.buckets import MB, OVERLAP_TARGET, BackwardTime, Buckets, grad_bytes, timed_block
 from helpers.checks import first_difference
 from helpers.cluster import run
 from helpers.models import OutOfOrderMLP, TinyMLP, make_regression_batch
-from helpers.reference import grads_of, mean_of, mse, rank_shard, state_of
-from helpers.slow_network import SlowNetwork
+from helpers.reference import mse, rank_shard, state_of
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
 # (The drivers' DDP runs are PyTorch's own, and the grader also compares with its float64 reference.)
 KERNEL_SIDE = frozenset({
     "CountedWaits",
-    "OwnWaitNetwork",
-    "_OwnWork",
-    "backwards_on_rank",
+    "TimedBranches",
+    "synchroniser_on_rank",
     "train_on_rank",
 })
 
@@ -209,109 +207,37 @@ def train_on_rank(
     return {"init": init, "state": mine, "ddp": state_of(ddp_model), "losses": losses, "waits": waits.calls}
 
 
-class _OwnWork:
-    """Handle of an :class:`OwnWaitNetwork` all-reduce: its result lands only when it is waited on."""
+class TimedBranches(nn.Module):
+    """Two stem blocks, ``branches`` parallel blocks whose outputs are added, and two head blocks, the
+    last an output block (:func:`helpers.buckets.timed_block`).
 
-    def __init__(self, network: "OwnWaitNetwork", position: int, tensor: torch.Tensor) -> None:
-        self.network, self.position, self.tensor = network, position, tensor
-        self.delivered = False
-
-    def wait(self, timeout: Any = None) -> bool:
-        self.network.flush(self.position)
-        if not self.delivered:
-            self.tensor.copy_(self.network.results[self.position])
-            self.delivered = True
-        return True
-
-    def is_completed(self) -> bool:
-        return self.delivered
-
-    def get_future(self) -> torch.futures.Future:
-        self.wait()
-        future: torch.futures.Future = torch.futures.Future()
-        future.set_result([self.tensor])
-        return future
-
-
-class OwnWaitNetwork(SlowNetwork):
-    """A :class:`SlowNetwork` (on a rank) in which waiting on one handle completes only that one.
-
-    Asynchronous all-reduces still run in launch order, on every rank alike, when a handle
-    (or a later one) is waited on; but each runs on a copy of its buffer, and the result is
-    written into the buffer only when that handle's own ``wait()`` is called. A ``wait()``
-    that skips a handle therefore leaves that bucket's buffer unreduced, deterministically.
-    ``blocking`` counts the collectives issued without ``async_op``.
+    On odd ranks the branches run in reverse order in forward, and so in the other order in
+    backward: the ready order differs between ranks. Outside a process group it runs as rank 0 does.
     """
 
-    def __enter__(self) -> "OwnWaitNetwork":
-        self.results: list[torch.Tensor] = []
-        self.blocking = 0
-        return super().__enter__()
+    def __init__(self, in_features: int = 5, hidden: int = 20, out_features: int = 3, branches: int = 2,
+                 block_backward_s: float = 2e-3) -> None:
+        super().__init__()
+        s = block_backward_s
+        self.stem = nn.Sequential(*timed_block(in_features, hidden, s), *timed_block(hidden, hidden, s))
+        self.branches = nn.ModuleList(nn.Sequential(*timed_block(hidden, hidden, s)) for _ in range(branches))
+        self.head = nn.Sequential(*timed_block(hidden, hidden, s), *timed_block(hidden, out_features, s, output=True))
 
-    def _deferring(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        deferring = super()._deferring(original)
-
-        def collective(*args: Any, async_op: bool = False, **kwargs: Any) -> Any:
-            if not async_op:
-                self.blocking += 1
-                return deferring(*args, **kwargs)
-            work = deferring(*args, async_op=True, **kwargs)
-            own = _OwnWork(self, work.position, work.tensor)
-            self.queue[-1] = (*self.queue[-1][:3], own)
-            return own
-
-        return collective
-
-    def flush(self, position: int) -> None:
-        """Run every queued collective up to ``position`` in launch order, each on a copy of its buffer."""
-        while self.done <= position:
-            original, args, kwargs, work = self.queue[self.done]
-            scratch = work.tensor.clone()
-            if args:
-                original(scratch, *args[1:], **kwargs)
-            else:
-                original(**{**kwargs, "tensor": scratch})
-            self.results.append(scratch)
-            self.done += 1
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        flipped = dist.is_initialized() and dist.get_rank() % 2 == 1
+        outputs = [branch(h) for branch in (reversed(self.branches) if flipped else self.branches)]
+        return self.head(torch.stack(outputs).sum(0))
 
 
-def backwards_on_rank(
-    grad_buckets_cls: Callable[..., Any],
-    model_fn: Callable[[], nn.Module],
-    bucket_list: Buckets,
-    batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
-    ranks: Sequence[int],
-) -> list[dict[str, Any]] | None:
-    """Members of ``new_group(ranks)`` build one ``grad_buckets_cls(model, bucket_list, group=group)``
-    and, per batch, clear the gradients, run a real backward on their shard and ``wait()``, under
-    an :class:`OwnWaitNetwork`.
-
-    Returns per batch: ``local`` (a hook-free replica's gradients on the same shard), ``got``
-    (the gradients after ``wait()``) and ``at_backward_end``: how many all-reduces had been
-    launched, run, and issued blocking when backward returned. Outsiders return ``None``.
-    """
-    def member(group: dist.ProcessGroup) -> list[dict[str, Any]]:
-        model, replica = model_fn(), model_fn()
-        grad_buckets = grad_buckets_cls(model, bucket_list, group=group)
-        out = []
-        for it, (x, y) in enumerate(batches):
-            xs, ys = rank_shard(x, y, group)
-            model.zero_grad(set_to_none=True)
-            replica.zero_grad(set_to_none=True)
-            mse(replica(xs), ys).backward()
-            try:
-                with OwnWaitNetwork() as network:
-                    mse(model(xs), ys).backward()
-                    at_end = {"launched": len(network.queue), "run": network.done, "blocking": network.blocking}
-                    grad_buckets.wait()
-            except Exception as exc:
-                raise RuntimeError(f"in backward {it + 1} of {len(batches)} with one GradBuckets object (the "
-                                   f"gradients are set to None before each backward): {type(exc).__name__}: {exc}"
-                                   ) from exc
-            out.append({"local": grads_of(replica), "got": grads_of(model), "at_backward_end": at_end})
-        return out
-
-    return in_subgroup(ranks, member)
+def synchroniser_on_rank(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+                         batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                         ranks: Sequence[int] | None) -> list[dict[str, Any]] | None:
+    """:func:`helpers.buckets.clocked_backwards` on the default group (``ranks=None``) or on the members of
+    ``new_group(ranks)`` (the others return ``None``)."""
+    if ranks is None:
+        return buckets.clocked_backwards(grad_buckets_cls, model_fn, batches)
+    return in_subgroup(ranks, lambda group: buckets.clocked_backwards(grad_buckets_cls, model_fn, batches, group))
 
 
 # --------------------------------------------------------------------------- hidden checks
@@ -366,63 +292,54 @@ def assert_tail(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
             raise AssertionError(message)
 
 
-def assert_grads_averaged(result: Sequence[dict[str, Any]], slow: bool) -> None:
-    """:func:`helpers.buckets.assert_grads_averaged` on plain copies of the ranks' gradients."""
-    buckets.assert_grads_averaged(plain(result, "the gradients after wait()"), slow)
+def _synchroniser_runs(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+                       batches: Sequence[tuple[torch.Tensor, torch.Tensor]], world_size: int,
+                       ranks: Sequence[int] | None) -> tuple[list[list[dict[str, Any]]], str]:
+    """The group members' :func:`synchroniser_on_rank` results (plain data) and a label of the run."""
+    if ranks is None:
+        out = run(synchroniser_on_rank, grad_buckets_cls, model_fn, batches, None, world_size=world_size, timeout=60)
+        return plain(out, "the ranks' results"), f"{world_size} ranks"
+    out = run_in_subgroup(synchroniser_on_rank, grad_buckets_cls, model_fn, batches, list(ranks), ranks=ranks,
+                          what="GradBuckets(model, group)")
+    return plain([out[r] for r in ranks], "the ranks' results"), f"group {list(ranks)} of {world_size} ranks"
 
 
-def assert_backward_averaged(result: Sequence[dict[str, Any]]) -> None:
-    """:func:`helpers.buckets.assert_backward_averaged` on plain copies of the ranks' gradients."""
-    buckets.assert_backward_averaged(plain(result, "the gradients after wait()"))
+def check_synchroniser(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+                       batches: Sequence[tuple[torch.Tensor, torch.Tensor]], world_size: int,
+                       ranks: Sequence[int] | None = None) -> list[list[dict[str, Any]]]:
+    """One object, several backwards (on ``new_group(ranks)`` of ``world_size`` ranks if ``ranks`` is given):
+    after each ``wait()`` every ``.grad`` is the float64 full-batch gradient (the group mean, what DDP
+    computes), and every collective went through ``dist.all_reduce``. Returns the members' runs."""
+    runs, where = _synchroniser_runs(grad_buckets_cls, model_fn, batches, world_size, ranks)
+    model = model_fn()
+    expected = [full_batch_gradients(model, x, y) for x, y in batches]
+    message = buckets.synchroniser_mistake(runs, expected, where)
+    if message:
+        raise AssertionError(message)
+    return runs
 
 
-def _backward_hint(got: torch.Tensor, local: torch.Tensor, size: int) -> str:
-    if torch.allclose(got, local / size, rtol=1e-5, atol=1e-7) or torch.allclose(got, local, rtol=1e-5, atol=1e-7):
-        return (" It is still this rank's own gradient: its bucket's buffer was read before that bucket's "
-                "all-reduce completed. Call wait() on every handle; completing a later all-reduce does not "
-                "complete an earlier one.")
-    return ""
-
-
-def check_backwards(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module], bucket_list: Buckets,
-                    batches: Sequence[tuple[torch.Tensor, torch.Tensor]], ranks: Sequence[int]) -> None:
-    """:func:`backwards_on_rank` on 4 ranks: one object, several backwards, only ``ranks`` take part.
-
-    Per backward: every bucket launched and none completed when backward returns (overlap),
-    then the mean over the group's ranks after ``wait()``.
-    """
-    out = run_in_subgroup(backwards_on_rank, grad_buckets_cls, model_fn, bucket_list, batches, list(ranks),
-                          ranks=ranks, what="GradBuckets(model, buckets, group)")
-    members = {r: out[r] for r in ranks}
+def check_overlap(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+                  batches: Sequence[tuple[torch.Tensor, torch.Tensor]], world_size: int,
+                  ranks: Sequence[int] | None = None) -> None:
+    """:func:`check_synchroniser`, then on the modelled clock every backward exposes at most
+    ``OVERLAP_TARGET`` of one all-reduce of the whole gradient, on the network
+    :func:`helpers.buckets.modelled_network` gives for the model and group size."""
+    runs = check_synchroniser(grad_buckets_cls, model_fn, batches, world_size, ranks)
+    model, n = model_fn(), len(runs)
+    network = buckets.modelled_network(model, n)
+    baseline = buckets.baseline_seconds(model, n, *network)
+    compute = sorted(m.seconds for m in model.modules() if isinstance(m, BackwardTime))
+    where = f"{n} ranks" if ranks is None else f"group {list(ranks)} of {world_size} ranks"
     for it in range(len(batches)):
-        expected = mean_of([m[it]["local"] for m in members.values()])
-        where = f"group {list(ranks)} of 4 ranks, backward {it + 1} of {len(batches)} with one GradBuckets object"
-        for rank, m in members.items():
-            end = m[it]["at_backward_end"]
-            if end["launched"] != len(bucket_list):
-                raise AssertionError(
-                    f"[{where}] rank {rank}: when backward returned, {end['launched']} of {len(bucket_list)} "
-                    f"buckets had been launched. Every bucket must be launched from the hooks during backward, "
-                    f"in every iteration: wait() must reset what the object records (ready parameters, launched "
-                    f"buckets) for the next backward.")
-            if end["run"] or end["blocking"]:
-                raise AssertionError(
-                    f"[{where}] rank {rank}: an all-reduce was waited on (or issued without async_op) during "
-                    f"backward. grad_ready must only launch and return, so that communication overlaps the rest "
-                    f"of backward; all waiting happens in wait().")
-            for name, e in expected.items():
-                got = m[it]["got"][name]
-                if e is None or got is None:
-                    if (e is None) != (got is None):
-                        raise AssertionError(f"[{where}] rank {rank}: {name!r}.grad is {got}, expected "
-                                             f"{'None' if e is None else 'a gradient'}.")
-                    continue
-                diff = first_difference({name: got}, {name: e}, atol=1e-6, rtol=1e-5)
-                if diff is not None:
-                    raise AssertionError(
-                        f"[{where}] rank {rank}: after wait() the gradient is not the mean over the group's "
-                        f"{len(ranks)} ranks ({diff})."
-                        f"{_backward_hint(got, m[it]['local'][name], len(ranks))}")
+        logs = [member[it]["log"] for member in runs]
+        if any(sorted(entry[1] for entry in log if entry[0] == "compute") != compute for log in logs):
+            raise AssertionError(f"[{where}, backward {it + 1}] the model's backward did not take the modelled "
+                                 f"times of its blocks: leave the model's modules as they are.")
+        fraction, text = buckets.overlap_report(logs, n, *network, baseline)
+        if fraction > OVERLAP_TARGET:
+            raise AssertionError(f"[{where}, backward {it + 1} of {len(batches)}] {text} The target is at most "
+                                 f"{OVERLAP_TARGET} of the baseline.")
 
 
 def check_train_step(train_step_fn: Callable[..., float], model_fn: Callable[[], nn.Module],

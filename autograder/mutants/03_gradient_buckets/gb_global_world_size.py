@@ -2,16 +2,25 @@
 # grade_id: GradBuckets
 # catches: dividing by the default group size instead of the size of `group`
 class GradBuckets:
-    """Bucketed asynchronous gradient all-reduce, launched from post-accumulate-grad hooks."""
+    """Averages the gradients of `model` over `group` with asynchronous all-reduces launched during backward."""
 
-    def __init__(self, model: nn.Module, buckets: list[list[int]], group=None) -> None:
+    def __init__(self, model: nn.Module, group=None) -> None:
         self.params = list(model.parameters())
-        self.buckets = [list(b) for b in buckets]
         self.group = group
+        sizes = [p.numel() * p.element_size() for p in self.params]
+        cap = sum(sizes) / 4                      # about four messages: few latencies, a small last one
+        self.buckets, current, size = [], [], 0
+        for i in reversed(range(len(self.params))):   # backward runs the last layers first
+            current.append(i)
+            size += sizes[i]
+            if size >= cap:
+                self.buckets.append(current)
+                current, size = [], 0
+        if current:
+            self.buckets.append(current)
         self.ready, self.launched = set(), []
-        for bucket in self.buckets:
-            for i in bucket:
-                self.params[i].register_post_accumulate_grad_hook(lambda p, i=i: self.grad_ready(i))
+        for i, p in enumerate(self.params):
+            p.register_post_accumulate_grad_hook(lambda p, i=i: self.grad_ready(i))
 
     def grad_ready(self, index: int) -> None:
         self.ready.add(index)
