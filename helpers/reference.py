@@ -2,11 +2,12 @@
 
 * **model factories** (:class:`PerRankInit`, :class:`SameInit`, :func:`uneven_mlp`,
   :func:`frozen_first`) and deterministic **data** (:func:`make_batches`, :func:`rank_shard`);
-* **state utilities** (:func:`state_of`, :func:`grads_of`, :func:`to_float64`,
+* **state utilities** (:func:`state_of`, :func:`tensors_of`, :func:`grads_of`, :func:`to_float64`,
   :func:`set_rank_gradients`, :func:`mean_of`);
-* **rank-side drivers** (``*_on_rank``): they run *inside* ``helpers.cluster.run`` on every
-  rank, call a student's function the way an exercise's contract says, and return plain
-  tensors so that the checks can run in the notebook process.
+* **rank-side drivers** (``*_on_rank``, :func:`train_wrapped`): they run *inside*
+  ``helpers.cluster.run`` on every rank, call a student's function (or construct a student's
+  class) the way an exercise's contract says, and return plain tensors so that the checks can
+  run in the notebook process.
 
 Nothing here computes what an exercise asks for: the float64 references and the real-DDP
 training that hidden tests compare against live on the instructor's side
@@ -102,6 +103,12 @@ def rank_shard(x: torch.Tensor, y: torch.Tensor, group: dist.ProcessGroup | None
 def state_of(model: nn.Module) -> State:
     """A detached copy of every parameter and buffer of ``model``, keyed by name."""
     return {name: t.detach().clone() for name, t in model.state_dict(keep_vars=True).items()}
+
+
+def tensors_of(model: nn.Module) -> State:
+    """A detached copy of every parameter and every buffer of ``model`` (non-persistent buffers too,
+    which ``state_dict()`` leaves out), keyed by name."""
+    return {name: t.detach().clone() for name, t in [*model.named_parameters(), *model.named_buffers()]}
 
 
 def grads_of(model: nn.Module) -> dict[str, torch.Tensor | None]:
@@ -207,26 +214,22 @@ def average_on_rank(
     return before, grads_of(model)
 
 
-def broadcast_on_rank(
-    broadcast_fn: Callable[..., None],
-    model_fn: Callable[[], nn.Module],
-    src: int,
-    in_features: int,
-) -> dict[str, Any]:
-    """Desync buffers, build an optimizer, call ``broadcast_fn(model, src=src)``, probe identity.
+def sync_probe_on_rank(sync: Callable[[nn.Module], Any], model_fn: Callable[[], nn.Module],
+                       in_features: int) -> dict[str, Any]:
+    """Desync buffers, build an optimizer, call ``sync(model)``, probe identity.
 
-    Returns ``before``/``after`` states, parameter ``id``s before and after the call, the
-    names of the ``buffers``, and ``optimizer_moved``: whether an SGD optimizer built *before* the call still moves the
-    model's parameters afterwards (a step with unit gradients and lr=1 must subtract 1).
+    Returns ``before``/``after`` (:func:`tensors_of`), parameter ``id``s before and after the call, the
+    names of the ``buffers``, and ``optimizer_moved``: whether an SGD optimizer built *before* the call
+    still moves the model's parameters afterwards (a step with unit gradients and lr=1 must subtract 1).
     """
     model = model_fn()
     desync_buffers(model, in_features)
-    before = state_of(model)
+    before = tensors_of(model)
     params = list(model.parameters())
     ids_before = [id(p) for p in params]
     opt = torch.optim.SGD(params, lr=1.0)
-    broadcast_fn(model, src=src)
-    after = state_of(model)
+    sync(model)
+    after = tensors_of(model)
     ids_after = [id(p) for p in model.parameters()]
     for p in params:
         p.grad = torch.ones_like(p)
@@ -238,6 +241,22 @@ def broadcast_on_rank(
     return {"before": before, "after": after, "ids_before": ids_before,
             "ids_after": ids_after, "optimizer_moved": moved,
             "buffers": [name for name, _ in model.named_buffers()]}
+
+
+def broadcast_on_rank(
+    broadcast_fn: Callable[..., None],
+    model_fn: Callable[[], nn.Module],
+    src: int,
+    in_features: int,
+) -> dict[str, Any]:
+    """:func:`sync_probe_on_rank` of ``broadcast_fn(model, src=src)``."""
+    return sync_probe_on_rank(lambda model: broadcast_fn(model, src=src), model_fn, in_features)
+
+
+def wrap_on_rank(wrapper_cls: Callable[..., nn.Module], model_fn: Callable[[], nn.Module],
+                 in_features: int) -> dict[str, Any]:
+    """:func:`sync_probe_on_rank` of constructing ``wrapper_cls(model)`` on the default group."""
+    return sync_probe_on_rank(wrapper_cls, model_fn, in_features)
 
 
 @dataclass
@@ -296,14 +315,44 @@ def aligned_on_rank(
     return result, untouched
 
 
-def train_on_rank(
-    train_fn: Callable[..., nn.Module],
+def wrapped_gradients_on_rank(
+    wrapper_cls: Callable[..., nn.Module], model_fn: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor
+) -> tuple[dict, dict]:
+    """Backward on this rank's shard through a plain replica and through ``wrapper_cls(model_fn())``.
+
+    Returns (the plain replica's local gradients, the wrapped module's gradients after
+    ``loss.backward()``). ``model_fn`` should build the same model on every rank.
+    """
+    xs, ys = rank_shard(x, y)
+    local = model_fn()
+    mse(local(xs), ys).backward()
+    model = model_fn()
+    wrapped = wrapper_cls(model)
+    model.zero_grad(set_to_none=True)
+    mse(wrapped(xs), ys).backward()
+    return grads_of(local), grads_of(model)
+
+
+def train_wrapped(
+    wrapper_cls: Callable[..., nn.Module],
     model_fn: Callable[[], nn.Module],
     batches: Sequence[Batch],
     lr: float,
+    momentum: float = 0.0,
+    group: dist.ProcessGroup | None = None,
 ) -> State:
-    """Run ``train_fn(model_fn, batches, lr)`` on this rank; return the trained model's state."""
-    model = train_fn(model_fn, batches, lr)
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"train_replicated must return the trained nn.Module, got {type(model).__name__}")
-    return state_of(model)
+    """Data-parallel SGD with ``wrapper_cls(model)`` (``wrapper_cls(model, group=group)`` on a subgroup).
+
+    Call inside ``run`` on every rank of ``group``. Each rank builds ``model_fn()``, wraps it, and per
+    global batch clears the gradients, runs forward and backward on its :func:`rank_shard` (by rank in
+    ``group``) through the wrapper and takes one SGD step. Returns the module's :func:`tensors_of`.
+    """
+    model = model_fn()
+    wrapped = wrapper_cls(model) if group is None else wrapper_cls(model, group=group)
+    opt = torch.optim.SGD(wrapped.parameters(), lr=lr, momentum=momentum)
+    for x, y in batches:
+        xs, ys = rank_shard(x, y, group)
+        opt.zero_grad(set_to_none=True)
+        mse(wrapped(xs), ys).backward()
+        opt.step()
+    return tensors_of(model)

@@ -237,14 +237,6 @@ def test_stored_tensors_drop_rounding_noise_of_exact_zeros() -> None:
     assert tensors_to_json({"z": torch.zeros(2, dtype=torch.float64)})["z"]["values"] == [0.0, 0.0]
 
 
-def test_row_probe_records_forward_rows() -> None:
-    model = reference.PerRankInit(l01.RowProbe(TinyMLP), seed=1)()
-    model(torch.zeros(3, 8))
-    model(torch.zeros(5, 8))
-    assert model.rows_seen == [3, 5]
-    assert "rows_seen" not in model.state_dict()
-
-
 # --------------------------------------------------------------------------- on a real gloo group
 
 
@@ -263,19 +255,37 @@ def _broadcast(model: nn.Module, src: int = 0, group=None) -> None:
         dist.broadcast(t.data, src=src, group=group)
 
 
-def _train(model_fn, batches, lr):
+class _Wrapper(nn.Module):
+    """A minimal correct design of the exercise's wrapper (hooks), or without the buffer broadcast of forward."""
+
+    def __init__(self, module: nn.Module, group=None, sync_buffers: bool = True) -> None:
+        import torch.distributed as dist
+
+        super().__init__()
+        self.module, self.group, self.sync_buffers = module, group, sync_buffers
+        self.first = 0 if group is None else dist.get_global_rank(group, 0)
+        _broadcast(module, self.first, group)
+        for p in module.parameters():
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(lambda p: _average_param(p, group))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist
+
+        if self.sync_buffers:
+            for b in self.module.buffers():
+                dist.broadcast(b, src=self.first, group=self.group)
+        return self.module(x)
+
+
+def _average_param(p: nn.Parameter, group) -> None:
     import torch.distributed as dist
 
-    model = model_fn()
-    _broadcast(model)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    for x, y in batches:
-        xs, ys = shard_batch(x, y, dist.get_rank(), dist.get_world_size())
-        opt.zero_grad()
-        reference.mse(model(xs), ys).backward()
-        _average(model)
-        opt.step()
-    return model
+    dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, group=group)
+
+
+def _no_buffer_sync(module: nn.Module, group=None) -> nn.Module:
+    return _Wrapper(module, group, sync_buffers=False)
 
 
 def _average_on_default_group(model: nn.Module, group=None) -> None:
@@ -288,18 +298,27 @@ def test_subgroup_check_accepts_group_aware_code_and_names_the_default_group() -
         l01.check_average_in_subgroup(_average_on_default_group, ranks=[0, 2, 3], seed=7)
 
 
-def test_ddp_reference_matches_float64_and_hand_written_loop() -> None:
+def test_ddp_reference_matches_float64() -> None:
     from helpers.cluster import run
 
-    model_fn = reference.PerRankInit(TinyMLP, seed=7)
+    model_fn = reference.PerRankInit(l01.UnusedHead, seed=7)
     batches = reference.make_batches(3, 12, 8, 4, seed=2)
-    out = run(l01.train_with_ddp_on_rank, _train, model_fn, batches, 0.1, world_size=3, timeout=60)
-    init = reference.state_of(model_fn.for_rank(0))
-    expected = l01.sgd_reference(model_fn.for_rank(0), batches, 0.1)
-    checks.assert_training_matches([o["ddp"] for o in out], init, expected, 3, "float64")
-    checks.assert_training_matches([o["state"] for o in out], init, expected, 3, "float64")
-    assert (run(reference.train_on_rank, _train, model_fn, batches, 0.1, world_size=3, timeout=60)[2].keys()
-            == init.keys())
+    out = run(l01.train_wrapped_on_rank, l01.real_ddp, model_fn, batches, 0.1, 0.0, None, world_size=3, timeout=60)
+    init = model_fn.for_rank(0)
+    checks.assert_training_matches(out, reference.state_of(init), l01.sgd_reference(init, batches, 0.1), 3, "float64")
+
+
+def test_design_checks_accept_a_correct_wrapper() -> None:
+    l01.check_replicated_construction(_Wrapper)
+    l01.check_replicated_gradients(_Wrapper)
+    l01.check_replicated_training(_Wrapper)
+
+
+def test_design_checks_name_the_buffer_rule_and_reject_real_ddp() -> None:
+    with pytest.raises(AssertionError, match="Only buffers differ"):
+        l01.check_replicated_training(_no_buffer_sync)
+    with pytest.raises(AssertionError, match="is not your design"):
+        l01.check_replicated_training(l01.real_ddp)
 
 
 def test_rank_side_drivers_on_a_group() -> None:

@@ -1,8 +1,8 @@
 """Lesson 01, replicated training: the instructor side.
 
 * **references**: float64 single-process :func:`full_batch_gradients` and :func:`sgd_reference`
-  (what equal-shard replicated training must compute) and real
-  ``DistributedDataParallel`` training on every rank (:func:`ddp_train`);
+  (what equal-shard replicated training must compute) and real ``DistributedDataParallel``
+  (:func:`real_ddp`), trained on the grader's own ranks, which run no notebook code;
 * hidden-test **drivers** (``*_on_rank``), run on every rank of a gloo group;
 * hidden **checks** (``check_*``), one per graded cell: each runs the student's function on
   cases the visible tests do not show, passes what comes back through
@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Sequence
 
@@ -29,30 +28,33 @@ from autograder.plain import number, plain
 from helpers import checks
 from helpers.cluster import CollectiveMismatch, CollectiveTimeout, run
 from helpers.data import tensors_to_json
-from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch
+from helpers.ledger import COLLECTIVES, Ledger
+from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch, shard_batch
 from helpers.reference import (Batch, Perturb, PerRankInit, SameInit, State, aligned_on_rank, average_on_rank,
                                broadcast_on_rank, desync_buffers, frozen_first, grads_of, make_batches, mean_of, mse,
-                               rank_shard, set_rank_gradients, state_of, to_float64, uneven_mlp)
+                               rank_shard, set_rank_gradients, state_of, sync_probe_on_rank, to_float64, train_wrapped,
+                               uneven_mlp, wrap_on_rank)
 
 from .costs import ring_allreduce_bytes
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
-# (The drivers' DDP runs are PyTorch's own, and the grader also compares with its float64 reference.)
+# Real DDP, the reference of the design exercise, runs on the grader's own ranks (:func:`real_ddp`).
 KERNEL_SIDE = frozenset({
-    "RowProbe",
     "ScratchBufferMLP",
     "UnusedHead",
+    "WarmBatchNormMLP",
     "aligned_in_subgroup_on_rank",
     "aligned_scratch_on_rank",
     "average_in_subgroup_on_rank",
     "average_synthetic_on_rank",
     "broadcast_all_buffers_on_rank",
     "broadcast_in_subgroup_on_rank",
-    "ddp_train",
     "frozen_batchnorm_mlp",
     "in_subgroup",
-    "train_with_ddp_on_rank",
+    "train_wrapped_on_rank",
+    "wrap_in_subgroup_on_rank",
+    "wrapped_grads_on_rank",
 })
 
 TIMEOUT_S = 20.0  # per distributed call of a hidden test
@@ -93,22 +95,13 @@ def sgd_reference(model: nn.Module, batches: Sequence[Batch], lr: float) -> Stat
     return state_of(ref)
 
 
-def ddp_train(model_fn: Callable[[], nn.Module], batches: Sequence[Batch], lr: float) -> State:
-    """Train with real ``DistributedDataParallel`` on this rank; return its final state.
+def real_ddp(module: nn.Module, group: dist.ProcessGroup | None = None) -> nn.Module:
+    """PyTorch's ``DistributedDataParallel`` with the design exercise's interface (``cls(module, group=group)``).
 
-    Call inside ``run`` on every rank. Each rank builds ``model_fn()`` (DDP broadcasts rank
-    0's parameters and buffers at construction), trains on its :func:`rank_shard` of every
-    global batch with the local mean loss and ``torch.optim.SGD``, one step per batch.
+    ``find_unused_parameters=True``: the hidden models have a trainable head that forward never
+    uses, whose ``.grad`` DDP then leaves at ``None``. Run it on the grader's own ranks only.
     """
-    model = model_fn()
-    ddp = DistributedDataParallel(model)
-    opt = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=lr)
-    for x, y in batches:
-        xs, ys = rank_shard(x, y)
-        opt.zero_grad(set_to_none=True)
-        mse(ddp(xs), ys).backward()
-        opt.step()
-    return state_of(model)
+    return DistributedDataParallel(module, process_group=group, find_unused_parameters=True)
 
 
 # --------------------------------------------------------------------------- hidden models
@@ -141,24 +134,29 @@ def frozen_batchnorm_mlp() -> nn.Module:
     return frozen_first(BatchNormMLP())
 
 
-# --------------------------------------------------------------------------- hidden drivers (on every rank)
+class WarmBatchNormMLP(nn.Module):
+    """Everything DDP synchronises: a :class:`BatchNormMLP` ``body`` with a frozen first weight, a
+    trainable ``head`` that forward never uses (its ``.grad`` stays ``None``) and a non-persistent
+    buffer ``scratch``.
 
-
-@dataclass
-class RowProbe:
-    """A picklable factory: ``factory(**kwargs)`` whose forward passes record their row counts.
-
-    The built model gets a Python list ``rows_seen`` (not a buffer: a broadcast leaves it
-    alone) and a forward pre-hook appending the number of rows of every input.
+    Construction draws ``scratch`` and runs one training-mode forward on random rows, so under
+    :class:`PerRankInit` every parameter and buffer (running statistics, ``num_batches_tracked``
+    included) differs from rank to rank.
     """
 
-    factory: Callable[..., nn.Module]
+    def __init__(self, in_features: int = 6, hidden: int = 12, out_features: int = 3) -> None:
+        super().__init__()
+        self.body = frozen_first(BatchNormMLP(in_features, hidden, out_features))
+        self.head = nn.Linear(out_features, 2)
+        self.register_buffer("scratch", torch.randn(4), persistent=False)
+        with torch.no_grad():
+            self.body(torch.randn(5, in_features))
 
-    def __call__(self, **kwargs: Any) -> nn.Module:
-        model = self.factory(**kwargs)
-        model.rows_seen = []
-        model.register_forward_pre_hook(lambda module, inputs: module.rows_seen.append(int(inputs[0].shape[0])))
-        return model
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+# --------------------------------------------------------------------------- hidden drivers (on every rank)
 
 
 def average_synthetic_on_rank(
@@ -243,20 +241,42 @@ def aligned_scratch_on_rank(aligned_fn: Callable[..., bool], model_fn: Callable[
     return aligned_fn(model)
 
 
-def train_with_ddp_on_rank(
-    train_fn: Callable[..., nn.Module], model_fn: Callable[[], nn.Module], batches: Sequence[Batch], lr: float
-) -> dict[str, Any]:
-    """``train_fn(model_fn, batches, lr)``, then real DDP on the same group and batches.
+def wrap_in_subgroup_on_rank(wrapper_cls: Callable[..., nn.Module], model_fn: Callable[[], nn.Module],
+                             ranks: Sequence[int], in_features: int) -> dict[str, Any]:
+    """:func:`sync_probe_on_rank` on every rank; the members of ``new_group(ranks)`` construct
+    ``wrapper_cls(model, group=group)``, the others do nothing to their model."""
+    group = dist.new_group(list(ranks))
+    member = dist.get_rank() in ranks
+    out = sync_probe_on_rank(lambda model: wrapper_cls(model, group=group) if member else None, model_fn,
+                             in_features)
+    dist.barrier()  # a member's collective on the default group meets this barrier: a mismatch, not a hang
+    return out
 
-    Returns this rank's trained ``state``, the DDP-trained ``ddp`` state and the ``rows``
-    each forward of the returned model saw (``model_fn`` must build models with a
-    :class:`RowProbe`).
-    """
-    model = train_fn(model_fn, batches, lr)
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"train_replicated must return the trained nn.Module, got {type(model).__name__}")
-    return {"state": state_of(model), "rows": list(getattr(model, "rows_seen", [])),
-            "ddp": ddp_train(model_fn, batches, lr)}
+
+def wrapped_grads_on_rank(wrapper_cls: Callable[..., nn.Module], model_fn: Callable[[], nn.Module],
+                          x: torch.Tensor, y: torch.Tensor, ranks: Sequence[int] | None) -> dict | None:
+    """Wrap ``model_fn()`` (on ``new_group(ranks)``, or the default group when ``ranks`` is None), run
+    forward and backward on this rank's shard (by rank in the group) and return the module's gradients.
+    Ranks outside the group return ``None``."""
+    def grads(group: dist.ProcessGroup | None) -> dict:
+        model = model_fn()
+        wrapped = wrapper_cls(model) if group is None else wrapper_cls(model, group=group)
+        xs, ys = rank_shard(x, y, group)
+        model.zero_grad(set_to_none=True)
+        mse(wrapped(xs), ys).backward()
+        return grads_of(model)
+
+    return grads(None) if ranks is None else in_subgroup(ranks, grads)
+
+
+def train_wrapped_on_rank(wrapper_cls: Callable[..., nn.Module], model_fn: Callable[[], nn.Module],
+                          batches: Sequence[Batch], lr: float, momentum: float,
+                          ranks: Sequence[int] | None) -> State | None:
+    """:func:`helpers.reference.train_wrapped` on the default group, or on the members of
+    ``new_group(ranks)`` (the others return ``None``)."""
+    if ranks is None:
+        return train_wrapped(wrapper_cls, model_fn, batches, lr, momentum)
+    return in_subgroup(ranks, lambda group: train_wrapped(wrapper_cls, model_fn, batches, lr, momentum, group))
 
 
 # --------------------------------------------------------------------------- hidden checks
@@ -389,34 +409,153 @@ def check_replicas_aligned_in_subgroup(aligned_fn: Callable[..., bool]) -> None:
         assert all(out[r][1] for r in ranks), f"[{case}] replicas_aligned modified the model"
 
 
-TRAIN_CASES: list[tuple[int, Callable[..., nn.Module], dict[str, int], float]] = [
-    # world size, factory, its kwargs, lr; seeds 100 * world_size
-    (3, TinyMLP, {"in_features": 5, "hidden": 9, "out_features": 3}, 0.2),
-    (4, uneven_mlp, {"in_features": 5, "out_features": 3}, 0.3),
+WRAPPER = "ReplicatedModel"  # the design exercise's class, as messages name it
+
+
+def _members(world_size: int, ranks: Sequence[int] | None) -> list[int]:
+    return list(range(world_size)) if ranks is None else list(ranks)
+
+
+def _case(world_size: int, ranks: Sequence[int] | None) -> str:
+    return f"{world_size} ranks" if ranks is None else f"group {list(ranks)} of {world_size} ranks"
+
+
+def _sync_hint(o: dict[str, Any], out: Sequence[dict[str, Any]], first: int) -> str:
+    """Why a member's module after construction is not the group's first rank's, if a pattern says so."""
+    if checks.first_difference(o["after"], o["before"]) is None:
+        return " Its module did not change at all."
+    if first != 0 and checks.first_difference(o["after"], out[0]["before"]) is None:
+        return (f" It now holds global rank 0's values; the group's first rank is global rank {first} "
+                f"(dist.get_global_rank(group, 0)).")
+    return (" Every parameter (frozen ones too) and every buffer of module.buffers() (integer counters and "
+            "buffers registered with persistent=False, which state_dict() leaves out, too) must be the first "
+            "rank's.")
+
+
+def assert_constructed_from(out: Sequence[dict[str, Any]], first: int, members: Sequence[int], case: str) -> None:
+    """Per-rank :func:`sync_probe_on_rank` results: after construction every member holds global rank ``first``'s
+    pre-construction parameters and buffers, bit for bit and in its own tensors; the other ranks are unchanged."""
+    for rank, o in enumerate(out):
+        if rank not in members:
+            diff = checks.first_difference(o["after"], o["before"])
+            assert diff is None, (f"[{case}] rank {rank} is not in the group and never constructs a {WRAPPER}, "
+                                  f"yet its module changed: {diff}")
+            continue
+        checks.assert_parameter_identity(o["ids_before"], o["ids_after"], o["optimizer_moved"])
+        diff = checks.first_difference(o["after"], out[first]["before"])
+        if diff is not None:
+            raise AssertionError(
+                f"[{case}] when {WRAPPER}(module) returns, rank {rank}'s module should hold rank {first}'s "
+                f"parameters and buffers as they were before, bit for bit, but {diff}.{_sync_hint(o, out, first)}")
+
+
+def check_replicated_construction(wrapper_cls: Callable[..., nn.Module]) -> None:
+    """:class:`WarmBatchNormMLP` replicas that differ in every tensor: on 3 ranks, and on the group [1, 3] of 4."""
+    model_fn = PerRankInit(WarmBatchNormMLP, seed=120)
+    assert_constructed_from(_run(wrap_on_rank, wrapper_cls, model_fn, 6, world_size=3), 0, range(3),
+                            _case(3, None))
+    ranks = [1, 3]
+    out = run_in_subgroup(wrap_in_subgroup_on_rank, wrapper_cls, model_fn, ranks, 6, ranks=ranks,
+                          what=f"{WRAPPER}(module, group)")
+    assert_constructed_from(out, ranks[0], ranks, _case(4, ranks))
+
+
+GRADIENT_CASES: list[tuple[int, list[int] | None, PerRankInit, int, int]] = [
+    # world size, group ranks (None: the default group), model_fn, in and out features
+    (3, None, PerRankInit(WarmBatchNormMLP, seed=130), 6, 3),
+    (4, [1, 2, 3], PerRankInit(UnusedHead, seed=140, kwargs={"in_features": 5, "hidden": 7, "out_features": 2}),
+     5, 2),
 ]
 
 
-def check_train_replicated(train_fn: Callable[..., nn.Module]) -> None:
-    """Every case of :data:`TRAIN_CASES`: 4 steps against float64 full-batch SGD and real DDP.
+def check_replicated_gradients(wrapper_cls: Callable[..., nn.Module]) -> None:
+    """Every case of :data:`GRADIENT_CASES`: after one backward, every member's gradients are the mean of the
+    float64 gradients of the members' shards, taken from the first member's initial model; ``None`` stays ``None``."""
+    for world_size, ranks, model_fn, n_in, n_out in GRADIENT_CASES:
+        members, case = _members(world_size, ranks), _case(world_size, ranks)
+        x, y = make_regression_batch(4 * len(members), in_features=n_in, out_features=n_out, seed=7 * world_size)
+        out = _run(wrapped_grads_on_rank, wrapper_cls, model_fn, x, y, ranks, world_size=world_size)
+        init = model_fn.for_rank(members[0])
+        local = [full_batch_gradients(init, *shard_batch(x, y, i, len(members))) for i in range(len(members))]
+        got = [out[r] for r in members]
+        trained = [n for n, g in local[0].items() if g is not None]
+        if all(checks.first_difference({n: g[n] for n in trained}, {n: loc[n] for n in trained}, 1e-6, 1e-4) is None
+               for g, loc in zip(got, local)):
+            raise AssertionError(
+                f"[{case}] after loss.backward() every rank still holds the gradient of its own shard. The test "
+                f"calls nothing between backward() and reading .grad: {WRAPPER} must have averaged the gradients "
+                f"over the group by the time backward() returns.")
+        try:
+            checks.assert_gradients_averaged(got, mean_of(local), len(members))
+        except AssertionError as exc:
+            raise AssertionError(f"[{case}, ranks numbered within the group] {exc}") from None
 
-    Also checks that every forward of the returned model ran on this rank's shard only.
-    """
-    for world_size, factory, kwargs, lr in TRAIN_CASES:
-        model_fn = PerRankInit(RowProbe(factory), seed=100 * world_size, kwargs=kwargs)
-        batches = make_batches(num_steps=4, batch_size=4 * world_size, in_features=kwargs["in_features"],
-                               out_features=kwargs["out_features"], seed=500 + world_size)
-        out = _run(train_with_ddp_on_rank, train_fn, model_fn, batches, lr, world_size=world_size)
-        init = state_of(model_fn.for_rank(0))
-        checks.assert_training_matches([o["state"] for o in out], init,
-                                       sgd_reference(model_fn.for_rank(0), batches, lr), world_size,
-                                       reference=f"single-process full-batch SGD (float64), {world_size} ranks")
-        for rank, o in enumerate(out):
-            checks.assert_training_matches([o["state"]], init, o["ddp"], world_size, atol=1e-6, rtol=1e-5,
-                                           reference=f"DistributedDataParallel on rank {rank}, {world_size} ranks")
-            assert max(o["rows"], default=0) == 4, (
-                f"rank {rank} of {world_size} ran forward on {max(o['rows'], default=0)} rows at once; its shard of "
-                f"each {4 * world_size}-row batch has 4. Train on shard_batch(x, y, rank, world_size), not the "
-                f"global batch.")
+
+TRAIN_CASES: list[tuple[int, list[int] | None, PerRankInit, int, int, float, float]] = [
+    # world size, group ranks (None: the default group), model_fn, in and out features, lr, momentum
+    (3, None, PerRankInit(WarmBatchNormMLP, seed=150), 6, 3, 0.2, 0.9),
+    (4, [1, 2, 3], PerRankInit(WarmBatchNormMLP, seed=160, kwargs={"in_features": 5, "hidden": 8,
+                                                                  "out_features": 2}), 5, 2, 0.1, 0.0),
+    (4, None, PerRankInit(UnusedHead, seed=170, kwargs={"in_features": 5, "hidden": 9, "out_features": 3}),
+     5, 3, 0.3, 0.0),
+]
+TRAIN_STEPS = 4
+
+
+def assert_like_ddp(got: Sequence[State | None], ddp: Sequence[State | None], members: Sequence[int],
+                    buffers: set[str], case: str) -> None:
+    """Every member's module after training equals real DDP's on the same rank (parameters and ``buffers``)."""
+    for rank in members:
+        diff = checks.first_difference(got[rank], ddp[rank], atol=1e-6, rtol=1e-5)
+        if diff is None:
+            continue
+        differing = {n for n in ddp[rank] if checks.first_difference({n: got[rank][n]}, {n: ddp[rank][n]},
+                                                                      atol=1e-6, rtol=1e-5) is not None}
+        hint = (" Only buffers differ: with broadcast_buffers=True, each forward starts from the group's first "
+                "rank's buffers, and BatchNorm then updates each rank's from its own rows."
+                if differing <= buffers else
+                " Check the construction and gradient parts of the contract (the tests above).")
+        raise AssertionError(
+            f"[{case}] after {TRAIN_STEPS} SGD steps through {WRAPPER}, rank {rank}'s module differs from "
+            f"real DistributedDataParallel's rank {rank}: {diff}.{hint}")
+
+
+# Collectives whose recorded elements are data combined across ranks (not copied from one rank).
+COMBINING = frozenset(op for op, (_, full, _) in COLLECTIVES.items() if full is not None and op not in
+                      ("broadcast", "scatter"))
+
+
+def assert_combines_gradients(ledger: Ledger, members: Sequence[int], elements: int, case: str) -> None:
+    """Every member's recorded combining collectives carried at least ``TRAIN_STEPS * elements`` elements."""
+    for rank in members:
+        carried = sum(r.numel for r in ledger.records[rank] if r.op in COMBINING)
+        assert carried >= TRAIN_STEPS * elements, (
+            f"[{case}] in {TRAIN_STEPS} steps rank {rank}'s torch.distributed collectives combined {carried} "
+            f"elements across ranks, fewer than the {TRAIN_STEPS} x {elements} gradient elements the steps produce. "
+            f"Average with torch.distributed collectives on the group (the course's ledger records them); a "
+            f"wrapped DistributedDataParallel, whose reducer runs in C++ where the ledger cannot see it, is not "
+            f"your design.")
+
+
+def check_replicated_training(wrapper_cls: Callable[..., nn.Module]) -> None:
+    """Every case of :data:`TRAIN_CASES`: the gradients go through recorded collectives, and each rank ends
+    equal to real DDP trained on the grader's own ranks and, where the model has no BatchNorm and SGD no
+    momentum, to float64 full-batch SGD."""
+    for world_size, ranks, model_fn, n_in, n_out, lr, momentum in TRAIN_CASES:
+        members, case = _members(world_size, ranks), _case(world_size, ranks)
+        batches = make_batches(num_steps=TRAIN_STEPS, batch_size=4 * len(members), in_features=n_in,
+                               out_features=n_out, seed=600 + world_size)
+        got, ledger = run(train_wrapped_on_rank, wrapper_cls, model_fn, batches, lr, momentum, ranks,
+                          world_size=world_size, timeout=TIMEOUT_S, ledger=True)
+        got = plain(got, "the per-rank results")
+        init = model_fn.for_rank(members[0])
+        elements = sum(g.numel() for g in full_batch_gradients(init, *batches[0]).values() if g is not None)
+        assert_combines_gradients(ledger, members, elements, case)
+        if model_fn.factory is UnusedHead and momentum == 0.0:
+            checks.assert_training_matches([got[r] for r in members], state_of(init), sgd_reference(init, batches, lr),
+                                           len(members), reference=f"single-process full-batch SGD (float64), {case}")
+        ddp = _run(train_wrapped_on_rank, real_ddp, model_fn, batches, lr, momentum, ranks, world_size=world_size)
+        assert_like_ddp(got, ddp, members, {n for n, _ in model_fn.for_rank(0).named_buffers()}, case)
 
 
 RING_CASES = [(123_457, 4, 3), (7, 8, 5), (0, 4, 8), (1, 1, 7), (25_000_000, 2, 64), (4096, 4, 1), (10, 4, 2)]
@@ -468,7 +607,7 @@ def allreduce_explorer_grid() -> dict[str, Any]:
 
 
 def train_replicated_visible() -> dict[str, Any]:
-    """The visible test of ``train_replicated``: float64 full-batch SGD from rank 0's TinyMLP, 3 steps."""
+    """The visible training test of the design exercise: float64 full-batch SGD from rank 0's TinyMLP, 3 steps."""
     model = PerRankInit(TinyMLP, seed=100).for_rank(0)
     batches = make_batches(num_steps=3, batch_size=8, in_features=8, out_features=4, seed=200)
     return tensors_to_json(sgd_reference(model, batches, lr=0.1))
