@@ -17,6 +17,7 @@ from autograder.mutation import Mutant, parse_mutant, splice
 ROOT = Path(__file__).resolve().parents[1]
 # Each lesson with a torchrun script, and a mutant of its that trains to a different result.
 LESSONS = {
+    "02_global_denominator": "train_mean_of_means",
     "06_gradient_sharding": "rs_sum_no_normalize",
     "07_parameter_sharding": "unit_sum_not_mean",
     "08_prefetching": "plan_peak_without_shards",
