@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from helpers.data import TokenBatch, uneven_window
 from helpers.denominator import tiny_lm, token_cross_entropy
-from helpers.launch import Context, Outcome, worker
+from helpers.launch.worker import Context, Outcome, worker
 
 NEEDS = ("train_window",)
 LR, MOMENTUM, SEED = 0.2, 0.9, 5

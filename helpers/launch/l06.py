@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from helpers.launch import Context, Outcome, worker
+from helpers.launch.worker import Context, Outcome, worker
 from helpers.models import TinyMLP, make_regression_batch, shard_batch
 
 NEEDS = ("owned_range", "reduce_scatter_gradients", "sharded_clip_grad_norm_")

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector
 
-from helpers.launch import Context, Outcome, worker
+from helpers.launch.worker import Context, Outcome, worker
 from helpers.models import make_regression_batch, shard_batch
 from helpers.param_sharding import layered_mlp
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from helpers.launch import Context, Outcome, worker
+from helpers.launch.worker import Context, Outcome, worker
 from helpers.prefetch import forward_on_rank, unit_sizes
 
 NEEDS = ("plan_prefetch", "prefetching_forward", "blocked_waiting_s")
