@@ -294,6 +294,17 @@ def test_ledger_records_collectives_and_ring_bytes() -> None:
     assert "reduce_scatter_single(float64[1000], SUM)" in ledger.table()
 
 
+def test_ledger_sees_a_collective_however_it_is_imported() -> None:
+    def step() -> None:
+        from torch.distributed.distributed_c10d import all_reduce
+
+        all_reduce(torch.ones(8))  # past the name torch.distributed.all_reduce
+        dist.all_gather_into_tensor(torch.empty(16), torch.ones(8))  # which calls all_gather_single itself
+
+    _, ledger = run(step, world_size=2, ledger=True)
+    assert [r.op for r in ledger.records[0]] == ["all_reduce", "all_gather_into_tensor"]
+
+
 def test_ledger_sees_subgroups() -> None:
     def pairwise() -> None:
         low, high = dist.new_group([0, 1]), dist.new_group([2, 3])
