@@ -4,10 +4,11 @@
   (what equal-shard replicated training must compute) and real ``DistributedDataParallel``
   (:func:`real_ddp`), trained on the grader's own ranks, which run no notebook code;
 * hidden-test **drivers** (``*_on_rank``), run on every rank of a gloo group;
-* hidden **checks** (``check_*``), one per graded cell: each runs the student's function on
-  cases the visible tests do not show, passes what comes back through
-  :func:`autograder.plain.plain` and compares it with a reference, failing with the same
-  teaching messages as the visible checks (:mod:`helpers.checks`);
+* hidden **checks** (``check_*``), one per graded cell: each runs the student's function (or, for
+  the design exercise, constructs and trains with the student's ``ReplicatedModel``) on cases the
+  visible tests do not show, passes what comes back through :func:`autograder.plain.plain` and
+  compares it with a reference, or reads the communication ledger the cluster measured, failing
+  with the same teaching messages as the visible checks (:mod:`helpers.checks`);
 * :data:`STORED`: the results chapter 01, its explorer and the visible tests read from
   ``helpers/stored`` (byte counts in bytes sent per rank by a ring all-reduce).
 """
