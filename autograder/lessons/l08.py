@@ -24,9 +24,12 @@ pass a student's values through :mod:`autograder.plain` first.
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any, Callable, Sequence
 
+import cloudpickle
 import torch
+import torch.distributed as dist
 
 from autograder.plain import number, plain
 from helpers import prefetch
@@ -35,7 +38,12 @@ from helpers.checks import rounded
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
-KERNEL_SIDE: frozenset[str] = frozenset()
+KERNEL_SIDE = frozenset({
+    "planned_forward_on_rank",   # the measured check's driver: the notebook's planner, then its depth's forward
+    "reference_forward",         # the forward program that driver measures (a driver, not an expected value)
+})
+# Ship this module's rank-side drivers by value: a rank then never imports the autograder package.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 Schedule = list[tuple[float, float, float, float]]  # (issue, landed, compute start, compute end) per unit
 
@@ -311,14 +319,30 @@ def assert_plan_depth(fn: Callable[..., Plan | None], cases: Sequence[tuple[Prof
                              f"{hint}")
 
 
+def planned_forward_on_rank(plan_fn: Callable[..., Any], widths: Sequence[int], x: torch.Tensor,
+                            gather_s: Sequence[float], compute_s: Sequence[float], budget_bytes: float
+                            ) -> dict[str, Any]:
+    """On a gloo rank: ``plan_fn`` on this group's :func:`helpers.prefetch.unit_sizes` (no activations), then the
+    forward at its depth (:func:`reference_forward`) measured by :func:`helpers.prefetch.forward_on_rank` under
+    ``SlowNetwork`` with a modelled clock. Returns the plan, the measured peak (bytes, shards included) and the
+    clock's trace (seconds); only the plan if it names no depth of ``0..U-1``."""
+    unit_bytes, shard_bytes = prefetch.unit_sizes(widths, dist.get_world_size())
+    plan = plan_fn(list(gather_s), list(compute_s), unit_bytes, [0.0] * len(unit_bytes), shard_bytes, budget_bytes)
+    depth = plan.get("depth") if type(plan) is dict else None
+    if type(depth) is not int or not 0 <= depth < len(unit_bytes):
+        return {"plan": plan}
+    record = prefetch.forward_on_rank(reference_forward, widths, x, depth, True, (gather_s, compute_s))
+    return {"plan": plan, "peak_bytes": record["shard_bytes"] + record["peak_bytes"], "trace": record["trace"]}
+
+
 def assert_plan_measured(fn: Callable[..., Plan | None],
                          cases: Sequence[tuple[Sequence[int], int, Sequence[float], Sequence[float], float]]) -> None:
-    """The plan holds on gloo. For each case the grader runs the forward at the plan's depth
-    (:func:`reference_forward`) over ``unit_stack(widths)`` on ``world_size`` ranks under ``SlowNetwork``, with a
-    storage meter and a modelled clock (``gather_s``, ``compute_s``): the measured peak (shards included) fits the
-    budget and equals the plan's ``peak_bytes``; the time blocked in ``wait()`` equals its ``exposed_s`` and the lowest
-    exposed communication of the depths that fit. The planner is given :func:`helpers.prefetch.unit_sizes` and no
-    activations (the forward runs under ``no_grad``)."""
+    """The plan holds on gloo. For each case the planner runs on ``world_size`` ranks, which then run the forward
+    at its depth over ``unit_stack(widths)`` under ``SlowNetwork`` with a storage meter and a modelled clock
+    (``gather_s``, ``compute_s``; :func:`planned_forward_on_rank`): the measured peak (shards included) fits the
+    budget and equals the plan's ``peak_bytes``; the time blocked in ``wait()`` equals its ``exposed_s`` and the
+    lowest exposed communication of the depths that fit. The planner is given
+    :func:`helpers.prefetch.unit_sizes` and no activations (the forward runs under ``no_grad``)."""
     for widths, world_size, gather_s, compute_s, budget in cases:
         unit_bytes, shard_bytes = prefetch.unit_sizes(widths, world_size)
         profile = (gather_s, compute_s, unit_bytes, [0.0] * len(unit_bytes), shard_bytes)
@@ -329,11 +353,14 @@ def assert_plan_measured(fn: Callable[..., Plan | None],
                 raise AssertionError(f"{call} returned {got!r}; expected {'None' if exp is None else 'a plan'}.")
             continue
         x = torch.randn(3, widths[0], generator=torch.Generator().manual_seed(world_size))
-        ranks = run(prefetch.forward_on_rank, reference_forward, widths, x, got["depth"], True, (gather_s, compute_s),
-                    world_size=world_size, timeout=60)
+        ranks = plain(run(planned_forward_on_rank, fn, widths, x, list(gather_s), list(compute_s), budget,
+                          world_size=world_size, timeout=60), "the ranks' measurements")
         for rank, r in enumerate(ranks):
-            peak, blocked = r["shard_bytes"] + r["peak_bytes"], blocked_waiting_s(r["trace"])
             where = f"{call}: on {world_size} gloo ranks, rank {rank}'s forward at depth {got['depth']}"
+            if r["plan"] != got:
+                raise AssertionError(f"{call} returned {r['plan']!r:.200} on rank {rank} but {got!r} when called "
+                                     f"alone: a plan depends only on its arguments.")
+            peak, blocked = number(r["peak_bytes"]), blocked_waiting_s(r["trace"])
             if peak > budget:
                 raise AssertionError(f"{where} allocated {peak:g} bytes at once (shards included, measured from the "
                                      f"storages), over the budget.")
