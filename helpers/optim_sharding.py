@@ -7,6 +7,8 @@
 * **rank-side drivers** (``*_on_rank``): run inside :func:`helpers.cluster.run`, call a
   student's function or optimizer the way the assignment's contract says, and return plain
   tensors; :func:`persistent_tensor_bytes` measures what an optimizer object really holds;
+  :func:`flat_train_on_rank` drives the design exercise's equal-shard optimizer and marks its
+  steps in the communication ledger;
 * **checks** (``assert_*``) that compare given results with given expected values and raise
   :class:`AssertionError` with messages that teach;
 * the chapter's figure (:func:`plot_zero_memory`) and explorer (:func:`memory_explorer`),
@@ -43,7 +45,9 @@ __all__ = [
     "ADAM_STATE_BYTES_PER_ELEMENT", "Moments", "zero_optimizer_class", "moments_by_name", "zero_train_on_rank",
     "stored_adam", "persistent_tensor_bytes", "partition_on_rank", "sharded_train_on_rank", "assert_partition",
     "assert_partition_balanced", "assert_sharded_training", "assert_matches_zero", "assert_state_memory",
-    "assert_in_place", "assert_consolidated", "plot_zero_memory", "memory_explorer",
+    "assert_in_place", "assert_consolidated", "flat_train_on_rank", "flat_state_budget_bytes",
+    "assert_flat_training", "assert_flat_state_memory", "assert_flat_collectives", "plot_zero_memory",
+    "memory_explorer",
 ]
 
 ADAM_STATE_BYTES_PER_ELEMENT = 8  # fp32 exp_avg + exp_avg_sq
@@ -237,6 +241,53 @@ def sharded_train_on_rank(
     result["grads_cleared"] = all(p.grad is None for p in params)
     if with_zero:
         result["zero"] = zero_train_on_rank(model_fn, batches, hyper, group)
+    return result
+
+
+def flat_train_on_rank(
+    optimizer_cls: type,
+    model_fn: Callable[[], nn.Module],
+    batches: Sequence[Batch],
+    hyper: Mapping[str, Any],
+    group_ranks: Sequence[int] | None = None,
+) -> dict[str, Any] | None:
+    """Train with ``optimizer_cls(model.parameters(), **hyper, group=group)``, the design exercise's driver.
+
+    As :func:`sharded_train_on_rank` (one step per global batch on this rank's shard, a
+    subgroup with ``group_ranks``), but reads no per-parameter state. A ``dist.barrier`` on
+    the group after the constructor and after each ``step()`` marks in the ledger where
+    each part's collectives end. Returns ``params``, ``init``, ``numels``, ``held_bytes``
+    (:func:`persistent_tensor_bytes`), ``identity`` and ``grads_cleared``.
+    """
+    group = None if group_ranks is None else dist.new_group(list(group_ranks))
+    if group_ranks is not None and dist.get_rank() not in group_ranks:
+        return None
+    model = model_fn()
+    before = _identity_probe(model)
+    init = state_of(model)
+    opt = optimizer_cls(model.parameters(), **hyper, group=group)
+    dist.barrier(group=group)
+    rank, n = dist.get_rank(group), dist.get_world_size(group)
+    for x, y in batches:
+        xs, ys = shard_batch(x, y, rank, n)
+        opt.zero_grad()
+        mse(model(xs), ys).backward()
+        opt.step()
+        dist.barrier(group=group)
+    params = list(model.parameters())
+    held = persistent_tensor_bytes(opt, [*params, *(p.grad for p in params)])
+    after = _identity_probe(model)
+    result = {
+        "params": state_of(model), "init": init, "held_bytes": held,
+        "numels": {name: p.numel() for name, p in model.named_parameters()},
+        "identity": {
+            "ids_kept": before["ids"] == after["ids"],
+            "ptrs_kept": before["ptrs"] == after["ptrs"],
+            "aliases_see_update": all(torch.equal(a, p.detach()) for a, p in zip(before["aliases"], params)),
+        },
+    }
+    opt.zero_grad()
+    result["grads_cleared"] = all(p.grad is None for p in params)
     return result
 
 
@@ -449,6 +500,73 @@ def assert_consolidated(
         clone.load_state_dict(sd)
     except Exception as exc:  # the message says what torch.optim.Adam could not load
         raise AssertionError(f"torch.optim.Adam.load_state_dict rejects the consolidated dict: {exc}") from exc
+
+
+def flat_state_budget_bytes(num_params: int, world_size: int) -> int:
+    """The design exercise's per-rank budget: two fp32 moments of ceil(num_params / world_size) elements."""
+    return ADAM_STATE_BYTES_PER_ELEMENT * math.ceil(num_params / world_size)
+
+
+def assert_flat_training(per_rank: Sequence[Mapping[str, Any] | None], expected: State, what: str,
+                         atol: float = 2e-5, rtol: float = 1e-4) -> None:
+    """Replicas bit-identical and every rank's parameters equal the reference ``expected``."""
+    results = [r for r in per_rank if r is not None]
+    _assert_replicas_identical(results)
+    for rank, r in enumerate(results):
+        _assert_params_close(r["params"], expected, r["init"], f"{what}, group rank {rank}", atol, rtol)
+
+
+def assert_flat_state_memory(per_rank: Sequence[Mapping[str, Any] | None], what: str) -> None:
+    """Each rank's optimizer holds at most 8 ceil(P/N) bytes of tensors; parameters updated in place."""
+    results = [r for r in per_rank if r is not None]
+    numels = list(results[0]["numels"].values())
+    total, n = sum(numels), len(results)
+    budget = flat_state_budget_bytes(total, n)
+    for rank, r in enumerate(results):
+        if r["held_bytes"] > budget:
+            raise AssertionError(
+                f"{what}, group rank {rank}: the optimizer holds {r['held_bytes']} bytes of tensors besides the "
+                f"parameters and their gradients; the budget is 8 x ceil({total} / {n}) = {budget} bytes "
+                f"(parameter sizes {numels}). Two fp32 moments of at most ceil(P/N) elements fit; giving each "
+                "rank whole parameters does not when one parameter is larger than a rank's share: its state "
+                "must be split between ranks, so shard boundaries cut through parameters.")
+    assert_in_place(results, what)
+
+
+_OBJECT_COLLECTIVES = ("all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list")
+
+
+def _segments_by_barrier(records: Sequence[Any]) -> list[list[Any]]:
+    """A rank's collective records split at each ``barrier`` (the barriers dropped)."""
+    segments: list[list[Any]] = [[]]
+    for record in records:
+        if record.op == "barrier":
+            segments.append([])
+        else:
+            segments[-1].append(record)
+    return segments
+
+
+def assert_flat_collectives(ledger: Any, members: Sequence[int], num_steps: int, what: str) -> None:
+    """From :func:`flat_train_on_rank`'s ledger: at most N + 2 collectives per training step (``zero_grad``,
+    backward, ``step``; the constructor is not counted), none of them an object collective."""
+    limit = len(members) + 2
+    for rank in members:
+        segments = _segments_by_barrier(ledger.records[rank])
+        if len(segments) != num_steps + 2:
+            raise AssertionError(f"{what}, rank {rank}: expected {num_steps + 1} barriers of the driver in the "
+                                 f"ledger, found {len(segments) - 1}: the optimizer must not call barrier()")
+        for step, records in enumerate(segments[1:-1], start=1):
+            objects = [r.op for r in records if r.op in _OBJECT_COLLECTIVES]
+            if objects:
+                raise AssertionError(f"{what}, rank {rank}, step {step}: {objects[0]} pickles Python objects; "
+                                     "step() may use tensor collectives only")
+            if len(records) > limit:
+                raise AssertionError(
+                    f"{what}, rank {rank}, step {step}: {len(records)} collectives "
+                    f"({', '.join(r.describe() for r in records[:4])}, ...), at most N + 2 = {limit} allowed. "
+                    "One call per parameter pays the latency of a collective per parameter: communicate "
+                    "the model's gradients and parameters as a few flat tensors.")
 
 
 # --------------------------------------------------------------------------- figure and explorer

@@ -16,6 +16,7 @@ from autograder.lessons.costs import adam_memory_bytes, zero_memory_parts
 from helpers import optim_sharding as lesson
 from helpers import reference
 from helpers.cluster import run
+from helpers.ledger import CollectiveRecord, Ledger
 from helpers.models import TinyMLP
 from helpers.stored import load
 
@@ -258,3 +259,70 @@ def test_memory_explorer_updates_from_sliders():
     for bad in (dict(num_params=7.4e9), dict(k=13), dict(world_size=45)):
         with pytest.raises(ValueError):
             lesson.memory_explorer(**bad)
+
+
+# --------------------------------------------------------------------------- design exercise: equal flat shards
+
+
+def test_adam_reference_clips_the_full_gradient_before_each_step():
+    model_fn = reference.SameInit(TinyMLP, seed=5)
+    batches = reference.make_batches(3, 6, 8, 4, seed=6)
+    params, _ = l05.adam_reference(model_fn(), batches, dict(HYPER, weight_decay=0.01, max_norm=0.4))
+    model = reference.to_float64(model_fn())
+    opt = torch.optim.Adam(model.parameters(), **dict(HYPER, weight_decay=0.01))
+    for x, y in batches:
+        opt.zero_grad()
+        reference.mse(model(x.double()), y.double()).backward()
+        assert torch.nn.utils.clip_grad_norm_(model.parameters(), 0.4) > 0.4  # the visible case clips
+        opt.step()
+    for name, q in model.named_parameters():
+        torch.testing.assert_close(params[name], q.detach(), atol=0, rtol=0)
+    unclipped, _ = l05.adam_reference(model_fn(), batches, dict(HYPER, weight_decay=0.01, max_norm=None))
+    assert not torch.allclose(unclipped["fc1.weight"], params["fc1.weight"], atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", list(l05.FLAT_CASES))
+def test_flat_cases_defeat_whole_parameter_ownership(case):
+    """P is not a multiple of N and one parameter is larger than ceil(P/N): whole parameters cannot fit."""
+    world_size, model_fn, _, _, ranks = l05.FLAT_CASES[case]
+    n = world_size if ranks is None else len(ranks)
+    numels = [q.numel() for q in model_fn().parameters()]
+    assert sum(numels) % n != 0 and max(numels) > -(-sum(numels) // n)
+    assert 8 * max(numels) > lesson.flat_state_budget_bytes(sum(numels), n)
+
+
+def _ledger(per_step: list[list[str]], members=(0, 1, 2), constructor=("broadcast",)) -> Ledger:
+    group = tuple(members)
+
+    def record(op: str) -> CollectiveRecord:
+        return CollectiveRecord(0, op, "float32", (4,), 4, group, 0.0)
+
+    ops = [*constructor, "barrier"]
+    for step in per_step:
+        ops += [*step, "barrier"]
+    size = max(members) + 1
+    return Ledger([[record(op) for op in ops] if rank in members else [] for rank in range(size)])
+
+
+def test_assert_flat_collectives():
+    lesson.assert_flat_collectives(_ledger([["all_reduce", "all_gather_into_tensor"]] * 2), [0, 1, 2], 2, "x")
+    five = ["reduce_scatter_tensor", "all_reduce", "broadcast", "broadcast", "broadcast"]
+    lesson.assert_flat_collectives(_ledger([five], members=(1, 2, 3)), [1, 2, 3], 1, "x")
+    with pytest.raises(AssertionError, match="step 2: 6 collectives.*at most N \\+ 2 = 5"):
+        lesson.assert_flat_collectives(_ledger([five, [*five, "broadcast"]]), [0, 1, 2], 2, "x")
+    with pytest.raises(AssertionError, match="all_gather_object pickles"):
+        lesson.assert_flat_collectives(_ledger([["all_reduce", "all_gather_object"]]), [0, 1, 2], 1, "x")
+    with pytest.raises(AssertionError, match="must not call barrier"):
+        lesson.assert_flat_collectives(_ledger([["all_reduce", "barrier"]]), [0, 1, 2], 1, "x")
+
+
+def test_assert_flat_state_memory():
+    numels = {"w": 120, "b": 39}  # P = 159 on 4 ranks: budget 8 x 40 bytes
+    assert lesson.flat_state_budget_bytes(159, 4) == 320
+    ranks = [dict(_identity(), numels=numels, held_bytes=320) for _ in range(4)]
+    lesson.assert_flat_state_memory(ranks, "4 ranks")
+    ranks[2]["held_bytes"] = 8 * 42
+    with pytest.raises(AssertionError, match="group rank 2: the optimizer holds 336 bytes.*budget is 8 x ceil"):
+        lesson.assert_flat_state_memory(ranks, "4 ranks")
+    with pytest.raises(AssertionError, match="no longer shows"):
+        lesson.assert_flat_state_memory([dict(_identity(aliases=False), numels=numels, held_bytes=0)], "1 rank")

@@ -81,14 +81,20 @@ def adam_reference(model: nn.Module, batches: Sequence[Batch], hyper: Mapping[st
     """float64 parameters and Adam moments after one ``torch.optim.Adam`` step per full batch.
 
     Single process, full-batch mean loss, double precision; ``model`` is not modified.
-    Parameters with ``requires_grad=False`` get no state.
+    Parameters with ``requires_grad=False`` get no state. A ``max_norm`` in ``hyper`` (not
+    None) clips the full gradient with ``torch.nn.utils.clip_grad_norm_`` before each step.
     """
+    adam_hyper = {k: v for k, v in hyper.items() if k != "max_norm"}
+    max_norm = hyper.get("max_norm")
     ref = to_float64(model)
     names = {id(p): n for n, p in ref.named_parameters()}
-    opt = torch.optim.Adam([p for p in ref.parameters() if p.requires_grad], **hyper)
+    trainable = [p for p in ref.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(trainable, **adam_hyper)
     for x, y in batches:
         opt.zero_grad(set_to_none=True)
         mse(ref(x.double()), y.double()).backward()
+        if max_norm is not None:
+            torch.nn.utils.clip_grad_norm_(trainable, max_norm)
         opt.step()
     return state_of(ref), lesson.moments_by_name(opt.state, names)
 
@@ -285,6 +291,55 @@ def check_consolidated(optimizer_cls: type, world_size: int, group_ranks: list[i
     lesson.assert_consolidated(out, names, adam_reference(model_fn(), batches, hyper)[1], hyper)
 
 
+# --------------------------------------------------------------------------- design exercise: flat shards
+
+CLIPPED = dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.05, max_norm=0.3)
+FLAT_3 = "3 ranks, uneven MLP 5-8-3 (P = 161, one weight of 80), clipped, weight decay"
+FLAT_BIG = "4 ranks, TinyMLP 20-6-3 (P = 159, one weight of 120), clipped"
+FLAT_PLAIN = "4 ranks, TinyMLP 6-10-5 (P = 145), no clipping"
+FLAT_SUBGROUP = "subgroup [1, 2, 3] of 4 ranks, uneven MLP 5-11-3 (P = 251), clipped"
+FLAT_CASES: dict[str, tuple[int, SameInit, dict[str, Any], BatchArgs, list[int] | None]] = {
+    # case: (world size, model_fn, hyper-parameters incl. max_norm, batches, subgroup ranks); P not divisible by N
+    FLAT_3: (3, SameInit(uneven_mlp, seed=111, kwargs={"freeze_first": False, "hidden": 8}), CLIPPED,
+             (4, 12, 5, 3, 113), None),
+    FLAT_BIG: (4, SameInit(TinyMLP, seed=117, kwargs={"in_features": 20, "hidden": 6, "out_features": 3}),
+               dict(CLIPPED, weight_decay=0.0, max_norm=0.5), (3, 16, 20, 3, 119), None),
+    FLAT_PLAIN: (4, SameInit(TinyMLP, seed=123, kwargs={"in_features": 6, "hidden": 10, "out_features": 5}),
+                 dict(PLAIN, max_norm=None), (3, 16, 6, 5, 127), None),
+    FLAT_SUBGROUP: (4, SameInit(uneven_mlp, seed=131, kwargs={"freeze_first": False, "hidden": 11}), CLIPPED,
+                    (3, 12, 5, 3, 137), [1, 2, 3]),
+}
+
+
+def _flat_case(optimizer_cls: type, case: str) -> tuple[list[Any], Any, int, list[int]]:
+    """Run ``case`` of :data:`FLAT_CASES`; check the parameters against float64 Adam (+ clip_grad_norm_).
+
+    Returns the per-rank results, the ledger, the number of steps and the group's members.
+    """
+    world_size, model_fn, hyper, batch_args, ranks = FLAT_CASES[case]
+    batches = make_batches(*batch_args)
+    out, ledger = run(lesson.flat_train_on_rank, optimizer_cls, model_fn, batches, hyper, group_ranks=ranks,
+                      world_size=world_size, timeout=TIMEOUT_S, ledger=True)
+    out = plain(out, "the per-rank results")
+    members = list(range(world_size)) if ranks is None else list(ranks)
+    outside = [r for r in range(world_size) if r not in members]
+    assert all(out[r] is None for r in outside), f"ranks {outside} are outside the group and must return None"
+    lesson.assert_flat_training([out[r] for r in members], adam_reference(model_fn(), batches, hyper)[0], case)
+    return [out[r] for r in members], ledger, len(batches), members
+
+
+def check_flat_matches_adam(optimizer_cls: type, case: str) -> None:
+    """Case ``case`` of :data:`FLAT_CASES`: every rank's parameters equal float64 Adam's (+ clip_grad_norm_)."""
+    _flat_case(optimizer_cls, case)
+
+
+def check_flat_measured(optimizer_cls: type, case: str) -> None:
+    """Case ``case``: correct; each rank's optimizer holds at most 8 ceil(P/N) bytes and updated the
+    parameters in place; at most N + 2 tensor collectives per training step."""
+    out, ledger, num_steps, members = _flat_case(optimizer_cls, case)
+    lesson.assert_flat_state_memory(out, case)
+    lesson.assert_flat_collectives(ledger, members, num_steps, case)
+
 ZERO1_CASES = [(7_500_000_000, 64, 12), (128_000_000_000, 1024, 12), (1_000_000, 3, 8), (123_457, 7, 16),
                (10, 1, 0), (1_500_000_000, 100, 12), (0, 4, 12)]
 GB = 1e9
@@ -366,6 +421,8 @@ def tinylm_communication() -> dict[str, Any]:
 VISIBLE_ADAM = {  # visible test: (model_fn, batches, hyper-parameters); its expected values are stored
     "test_sharded_adam_matches_adam": (SameInit(TinyMLP, seed=5), (3, 12, 8, 4, 7), PLAIN),
     "test_consolidated_state_dict": (SameInit(TinyMLP, seed=83), (2, 12, 8, 4, 89), PLAIN),
+    "test_flat_adam_matches_adam": (SameInit(TinyMLP, seed=139), (3, 12, 8, 4, 149),
+                                    dict(PLAIN, weight_decay=0.01, max_norm=0.4)),
 }
 
 
