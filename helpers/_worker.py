@@ -29,11 +29,8 @@ import torch
 import torch._dynamo  # noqa: F401  (the first optimizer imports it lazily: seconds per rank otherwise)
 import torch.distributed as dist
 
-from helpers.ledger import install_recorder, record_of
+from helpers.ledger import RENAMED_WARNING, install_recorder, record_of
 
-# torch 2.13 renamed these two; tutorials still use the old names, so their
-# FutureWarning is noise for a student, not a lesson.
-_SILENCED_WARNINGS = r".*`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated.*"
 
 class _Ledger:
     """Reports each collective to the kernel just before the rank enters it."""
@@ -105,7 +102,7 @@ def _run_task(payload: bytes, seed: int, capture: _Capture) -> tuple[str, Any, s
     """Run one task; returns (status, value or :func:`_error`'s tuple, captured output)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        warnings.filterwarnings("ignore", message=_SILENCED_WARNINGS, category=FutureWarning)
+        warnings.filterwarnings("ignore", message=RENAMED_WARNING, category=FutureWarning)
         try:
             fn, args, kwargs = cloudpickle.loads(payload)
             _seed_everything(seed)

@@ -201,6 +201,10 @@ def record_of(op: str, bound: dict[str, Any], index: int) -> CollectiveRecord:
     return CollectiveRecord(index, op, dtype, shape, numel, ranks, float(ring), _detail(bound))
 
 
+# torch 2.13 renamed these two; tutorials still use the old names, so their FutureWarning is
+# noise for a student, not a lesson.
+RENAMED_WARNING = r".*`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated.*"
+
 _calling = threading.local()  # inside a wrapped collective: the calls it makes are part of it
 
 

@@ -15,6 +15,7 @@ import resource
 import signal
 import sys
 import traceback
+import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -26,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from helpers.launch import MISSING, VERDICT_FILE, MissingCode, check_source
-from helpers.ledger import CollectiveRecord, install_recorder, record_of
+from helpers.ledger import RENAMED_WARNING, CollectiveRecord, install_recorder, record_of
 
 
 @dataclass
@@ -144,6 +145,7 @@ def worker(main: Callable[[ModuleType, Context], Outcome], needs: Sequence[str],
     # torchrun stops the other workers with SIGTERM when one fails: each prints where it was (a rank
     # that hangs in a loop, or waits in a collective that a peer skipped), then ends as before.
     faulthandler.register(signal.SIGTERM, all_threads=False, chain=True)
+    warnings.filterwarnings("ignore", message=RENAMED_WARNING, category=FutureWarning)
     try:
         student = load_student(args.student, needs)
     except MissingCode as exc:
