@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LESSONS = {
     "02_global_denominator": "train_mean_of_means",
     "03_gradient_buckets": "gb_sum_no_divide",
-    "05_optimizer_state_sharding": "flat_summed_gradients",
+    "05_optimizer_state_sharding": "adam_local_gradients",
     "06_gradient_sharding": "rs_sum_no_normalize",
     "07_parameter_sharding": "unit_sum_not_mean",
     "08_prefetching": "plan_peak_without_shards",
