@@ -17,6 +17,7 @@ from autograder.mutation import Mutant, parse_mutant, splice
 ROOT = Path(__file__).resolve().parents[1]
 # Each lesson with a torchrun script, and a mutant of its that trains to a different result.
 LESSONS = {
+    "01_replicated_training": "wrap_no_init_broadcast",
     "02_global_denominator": "train_mean_of_means",
     "03_gradient_buckets": "gb_sum_no_divide",
     "05_optimizer_state_sharding": "adam_local_gradients",
