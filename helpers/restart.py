@@ -7,6 +7,9 @@
   restore;
 * **rank-side drivers** (``*_on_rank``): run inside :func:`helpers.cluster.run`, call a
   student's function the way the assignment's contract says, and return plain data;
+* **crash tests** of a checkpoint design (:func:`crash_test`, :func:`stale_test`): a save is
+  killed at every write call of every rank (:class:`Crash`), or one rank's directory listings
+  lag behind, and each restart is compared with the same job run uninterrupted;
 * **checks** (``assert_*``) that compare those results and fail with messages that teach.
 
 Nothing here saves, loads or resumes a checkpoint, trains on uneven inputs or computes a
@@ -17,10 +20,16 @@ results. Units: seconds for times, elements for sizes.
 from __future__ import annotations
 
 import atexit
+import io
+import os
 import random
 import shutil
+import signal
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,7 +39,8 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from helpers import COURSE_SEED, faults, remote
-from helpers.cluster import rank_seed
+from helpers.cluster import ClusterError, rank_seed, run
+from helpers.ledger import COLLECTIVES
 from helpers.data import tensors_from_json
 from helpers.reference import SameInit, state_of
 from helpers.stored import load
@@ -40,6 +50,8 @@ __all__ = [
     "optimizer_tensors", "uneven_batches", "round_trip_on_rank",
     "resumable_on_rank", "uneven_on_rank", "stored_uneven", "assert_round_trip", "assert_same_run",
     "assert_uneven", "assert_states_equal", "MODEL", "ADAM", "plot_lost_time", "interval_explorer",
+    "Crash", "WRITE_CALLS", "job_on_rank", "restart_attempt", "tree", "crash_points", "crash_test", "stale_test",
+    "assert_resumed",
 ]
 
 STORED_REFERENCES = "10_visible_references"
@@ -433,3 +445,491 @@ def interval_explorer(checkpoint_s: float = 60.0, mtbf_years: float = 5.0, nodes
     box.update = update
     update()
     return box
+
+
+# --------------------------------------------------------------------------- crashes during a save
+
+# The calls through which a save may change the file system: each is a point where a crash test
+# can stop a rank (before it, after it, or halfway through a torch.save).
+WRITE_CALLS = (("torch", "save"), ("os", "makedirs"), ("os", "mkdir"), ("os", "replace"), ("os", "rename"),
+               ("os", "remove"), ("os", "unlink"), ("os", "rmdir"), ("shutil", "rmtree"))
+_MODULES = {"torch": torch, "os": os, "shutil": shutil}
+_LISTDIR, _SCANDIR = os.listdir, os.scandir  # the real listings, whatever a stale view replaces
+HOLD_S = 5.0  # longest wait of a rank held back so that the others run ahead (seconds)
+SAVES = (2, 4, 6)  # the steps a crash-test job saves; crashes interrupt the save of CRASH_STEP
+CRASH_STEP = 4
+
+
+@dataclass(frozen=True)
+class Crash:
+    """Where a save is interrupted: rank ``rank`` is killed (SIGKILL) ``when`` its ``event``-th
+    file-system write of the save of :data:`CRASH_STEP` (1-based): ``"before"`` it, ``"after"`` it,
+    or ``"torn"`` (halfway through a ``torch.save``: the first half of the bytes are on disk).
+
+    A single rank dies once every other rank has run as far as it can (each is waiting in a
+    collective or has returned from the save); the others then fail in their collective. With
+    ``when="return"`` every rank dies at once (``everyone``), the moment ``rank`` returns from the
+    save, the others having done as little as they could (they wait before each write until
+    ``rank`` waits in a collective).
+    """
+
+    rank: int
+    when: str
+    event: int = 0
+
+    @property
+    def everyone(self) -> bool:
+        return self.when == "return"
+
+    def describe(self, events: Sequence[str] = ()) -> str:
+        if self.everyone:
+            return f"every rank killed when rank {self.rank} returned from save_checkpoint"
+        call = f" ({events[self.event - 1]})" if 0 < self.event <= len(events) else ""
+        what = {"before": "before", "after": "after", "torn": "halfway through"}[self.when]
+        return f"rank {self.rank} killed {what} its write #{self.event}{call}"
+
+
+class _Flags:
+    """Empty files in a shared directory through which the ranks of a crash test see each other."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def set(self, name: str) -> None:
+        os.close(os.open(os.path.join(self.path, name), os.O_CREAT | os.O_WRONLY, 0o644))
+
+    def has(self, name: str) -> bool:
+        return os.path.exists(os.path.join(self.path, name))
+
+    def count(self, prefix: str) -> int:
+        return sum(1 for name in _LISTDIR(self.path) if name.startswith(prefix))
+
+    def waiting(self, rank: int) -> bool:
+        """Whether ``rank`` has returned from the save or is inside a collective."""
+        return self.has(f"returned.{rank}") or self.count(f"in.{rank}.") > self.count(f"out.{rank}.")
+
+    def hold(self, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + HOLD_S
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+    def pids(self) -> list[int]:
+        return [int(name.split(".")[2]) for name in _LISTDIR(self.path) if name.startswith("pid.")]
+
+
+class _SaveWatch:
+    """This rank's file-system writes and collectives during one save: listed, flagged, crashed at."""
+
+    def __init__(self, flags: _Flags, crash: Crash | None, directory: str) -> None:
+        self.flags, self.crash, self.directory = flags, crash, os.path.realpath(directory)
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.events: list[str] = []  # the write calls, in order
+        self.trace: list[str] = []  # the write calls and the collectives, in order
+        self.collectives, self.depth = 0, 0
+        self.undo: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> "_SaveWatch":
+        for module, name in WRITE_CALLS:
+            self._patch(_MODULES[module], name, self._write(f"{module}.{name}", getattr(_MODULES[module], name)))
+        for op in COLLECTIVES:
+            self._patch(dist, op, self._collective(op, getattr(dist, op)))
+        if not _watching:
+            _add_audit_hook()
+        _watching.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _watching.remove(self)
+        for module, name, original in reversed(self.undo):
+            setattr(module, name, original)
+
+    def _patch(self, module: Any, name: str, replacement: Any) -> None:
+        self.undo.append((module, name, getattr(module, name)))
+        setattr(module, name, replacement)
+
+    def _hits(self, when: str) -> bool:
+        c = self.crash
+        return c is not None and not c.everyone and c.rank == self.rank and c.event == len(self.events) \
+            and c.when == when
+
+    def _write(self, call: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            if self.depth:  # a write call made by another one (os.makedirs calls os.mkdir)
+                return original(*args, **kwargs)
+            self.depth += 1
+            try:
+                self.events.append(call)
+                self.trace.append(call)
+                if self.crash is not None and self.crash.everyone and self.rank != self.crash.rank:
+                    self.flags.hold(lambda: self.flags.waiting(self.crash.rank))
+                if self._hits("before"):
+                    self.die()
+                if self._hits("torn") and call == "torch.save":
+                    _write_half(original, *args, **kwargs)
+                    self.die()
+                result = original(*args, **kwargs)
+                if self._hits("after"):
+                    self.die()
+                return result
+            finally:
+                self.depth -= 1
+        return watched
+
+    def _collective(self, op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            self.trace.append(f"dist.{op}")
+            self.collectives += 1
+            n = self.collectives
+            self.flags.set(f"in.{self.rank}.{n}")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.flags.set(f"out.{self.rank}.{n}")
+        return watched
+
+    def check_open(self, path: Any, mode: Any, flags: Any) -> None:
+        """Refuse a file opened for writing under the checkpoint directory, other than by a write call."""
+        if self.depth or not isinstance(path, (str, os.PathLike)):
+            return
+        writes = any(m in mode for m in "wax+") if isinstance(mode, str) else \
+            bool(flags & (os.O_WRONLY | os.O_RDWR)) if isinstance(flags, int) else False
+        if writes and os.path.realpath(os.fspath(path)).startswith(self.directory + os.sep):
+            raise PermissionError(f"{os.fspath(path)!r} opened for writing: write checkpoint files with "
+                                  "torch.save(obj, path) (the calls a crash test can interrupt are listed in the "
+                                  "exercise)")
+
+    def die(self) -> None:
+        """Let the others run as far as they can (a single crash), then SIGKILL this rank (or every rank)."""
+        if not self.crash.everyone:
+            self.flags.hold(lambda: all(self.flags.waiting(r) for r in range(self.world_size) if r != self.rank))
+        for pid in self.flags.pids() if self.crash.everyone else []:
+            if pid != os.getpid():
+                os.kill(pid, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_watching: list[_SaveWatch] = []  # the save this process watches now, if any
+_audit_hook: list[bool] = []  # whether this process has the hook (an audit hook cannot be removed)
+
+
+def _add_audit_hook() -> None:
+    """Route every ``open`` this process makes (``open``, ``io.open``, ``os.open``, IPython's ``open``)
+    to the watched save's :meth:`_SaveWatch.check_open`."""
+    if _audit_hook:
+        return
+    _audit_hook.append(True)
+
+    def audit(event: str, args: tuple) -> None:
+        if event == "open" and _watching:
+            _watching[-1].check_open(*args[:3])
+
+    sys.addaudithook(audit)
+
+
+def _write_half(save: Callable[..., Any], obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+    """What a process killed halfway through ``torch.save(obj, f)`` leaves: the first half of the bytes."""
+    buffer = io.BytesIO()
+    save(obj, buffer, *args, **kwargs)
+    data = buffer.getvalue()[: len(buffer.getvalue()) // 2]
+    if isinstance(f, (str, os.PathLike)):
+        fd = os.open(f, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        os.write(fd, data)
+        os.close(fd)
+    else:
+        f.write(data)
+        f.flush()
+
+
+class _StaleView:
+    """On this rank, directory listings (``os.listdir``, ``os.scandir`` and what uses them: ``glob``,
+    ``os.walk``, ``pathlib``) under ``directory`` show only the entries in ``seen``, as a file system
+    whose listings lag behind would; opening or testing a path by its name still sees it."""
+
+    def __init__(self, directory: str, seen: Sequence[str]) -> None:
+        self.root, self.seen = os.path.realpath(directory), set(seen)
+
+    def shown(self, path: Any) -> bool:
+        full = os.path.realpath(os.fspath(path))
+        return not full.startswith(self.root + os.sep) or os.path.relpath(full, self.root) in self.seen
+
+    def __enter__(self) -> "_StaleView":
+        def listdir(path: Any = ".") -> list[Any]:
+            return [n for n in _LISTDIR(path) if self.shown(os.path.join(os.fspath(path), os.fsdecode(n)))]
+
+        def scandir(path: Any = ".") -> _FilteredScandir:
+            return _FilteredScandir(_SCANDIR(path), self.shown)
+
+        os.listdir, os.scandir = listdir, scandir
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        os.listdir, os.scandir = _LISTDIR, _SCANDIR
+
+
+class _FilteredScandir:
+    """An ``os.scandir`` iterator that skips the entries a stale view does not show."""
+
+    def __init__(self, entries: Any, shown: Callable[[str], bool]) -> None:
+        self.entries, self.shown = entries, shown
+
+    def __iter__(self) -> "_FilteredScandir":
+        return self
+
+    def __next__(self) -> os.DirEntry:
+        while True:
+            entry = next(self.entries)
+            if self.shown(entry.path):
+                return entry
+
+    def __enter__(self) -> "_FilteredScandir":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.entries.close()
+
+    def close(self) -> None:
+        self.entries.close()
+
+
+def tree(directory: str) -> list[str]:
+    """Every path under ``directory`` (relative to it), as a listing taken now would show them."""
+    return sorted(os.path.relpath(os.path.join(top, name), directory)
+                  for top, dirs, files in os.walk(directory) for name in dirs + files)
+
+
+def _fresh(model_fn: Callable[[], nn.Module], with_scaler: bool, attempt: int,
+           hyper: Mapping[str, Any]) -> tuple[nn.Module, torch.optim.Optimizer, GlobalStream, Any]:
+    """Model, Adam, stream and scaler as attempt ``attempt`` of the job builds them (:func:`as_restart`)."""
+    model = model_fn()
+    as_restart(model, attempt)
+    scaler = _scaler(2.0 ** (9 + attempt)) if with_scaler else None
+    return model, torch.optim.Adam(model.parameters(), **hyper), GlobalStream(), scaler
+
+
+def _resume(load_fn: Callable[..., Any], directory: str, parts: tuple,
+            stale: tuple[int, Sequence[str]] | None) -> Any:
+    """``load_fn`` into ``parts``; with ``stale = (rank, shown)``, that rank lists ``directory`` through a
+    stale view that shows only the paths ``shown``."""
+    model, optimizer, stream, scaler = parts
+    if stale is None or stale[0] != dist.get_rank():
+        meta = load_fn(directory, model, optimizer, scaler)
+    else:
+        with _StaleView(directory, stale[1]):
+            meta = load_fn(directory, model, optimizer, scaler)
+    cursor = meta.get("cursor") if isinstance(meta, Mapping) else None
+    if isinstance(cursor, Mapping):
+        stream.load_state_dict(cursor)
+    return meta
+
+
+def job_on_rank(save_fn: Callable[..., Any], load_fn: Callable[..., Any], directory: str, flags_dir: str,
+                num_steps: int = SAVES[-1], attempt: int = 0, crash: Crash | None = None, watch_step: int = CRASH_STEP,
+                stale: tuple[int, Sequence[str]] | None = None,
+                reload: bool = False, with_scaler: bool = False, model_fn: Callable[[], nn.Module] = MODEL,
+                hyper: Mapping[str, Any] = ADAM) -> dict[str, Any]:
+    """One attempt of a crash-test job on this rank: each rank trains on its own (no communication).
+
+    Attempt 0 starts at step 0; a later one (other seeds and weights) first calls ``load_fn``
+    (with ``stale``: one rank through a stale view, :class:`_StaleView`) and goes on from the step
+    it returns. Up to ``num_steps``, it saves at the steps of :data:`SAVES`, watching the save of
+    ``watch_step`` (its write calls and collectives; ``crash`` kills a rank there). With
+    ``reload``, it then loads again into fresh objects (attempt + 1). After every save and load
+    it records the state and the next random draws. Returns plain data: ``before`` (the
+    parameters before the load), ``meta``/``restored`` (the load), ``saved`` (per step),
+    ``trace`` (the watched save's write calls and collectives), ``final_meta``/``final``.
+    """
+    flags = _Flags(flags_dir)
+    flags.set(f"pid.{dist.get_rank()}.{os.getpid()}")
+    rank = dist.get_rank()
+    parts = _fresh(model_fn, with_scaler, attempt, hyper)
+    out: dict[str, Any] = {"meta": None, "restored": None, "saved": {}, "trace": None, "final_meta": None,
+                           "final": None}
+    step = 0
+    if attempt > 0:
+        out["before"] = state_of(parts[0])
+        out["meta"] = _resume(load_fn, directory, parts, stale)
+        out["restored"] = dict(_snapshot(*parts), rng=rng_draws())
+        meta = out["meta"]
+        step = meta["step"] if isinstance(meta, dict) and type(meta.get("step")) is int else 0
+    while step < num_steps:
+        step += 1
+        _local_step(*parts)
+        if step not in SAVES:
+            continue
+        args = (directory, step, parts[0], parts[1], parts[2].state_dict(), parts[3])
+        if step == watch_step:
+            with _SaveWatch(flags, crash, directory) as watch:
+                save_fn(*args)
+            if crash is not None and crash.everyone and crash.rank == rank:
+                watch.die()
+            out["trace"] = watch.trace
+            flags.set(f"returned.{rank}")
+        else:
+            save_fn(*args)
+        out["saved"][step] = dict(_snapshot(*parts), rng=rng_draws())
+    if reload:
+        parts = _fresh(model_fn, with_scaler, attempt + 1, hyper)
+        out["final_meta"] = _resume(load_fn, directory, parts, None)
+        out["final"] = dict(_snapshot(*parts), rng=rng_draws())
+    return out
+
+
+def crash_points(traces: Sequence[Sequence[str]], victims: Sequence[int]) -> list[Crash]:
+    """Every crash of :class:`Crash` for the ranks ``victims``, from an uninterrupted save's ``traces``
+    (per rank, its write calls and collectives in order): before each write, halfway through each
+    ``torch.save``, after each write that a collective or the return follows, and at the return."""
+    points = []
+    for rank in victims:
+        trace, k = traces[rank], 0
+        for i, call in enumerate(trace):
+            if call.startswith("dist."):
+                continue
+            k += 1
+            points.append(Crash(rank, "before", k))
+            if call == "torch.save":
+                points.append(Crash(rank, "torn", k))
+            if i + 1 == len(trace) or trace[i + 1].startswith("dist."):
+                points.append(Crash(rank, "after", k))
+        points.append(Crash(rank, "return"))
+    return points
+
+
+class _Scratch:
+    """Empty directories made (and removed) where the ranks run."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __enter__(self) -> list[str]:
+        self.paths = [remote.call(tempfile.mkdtemp, prefix="course-crash-") for _ in range(self.count)]
+        return self.paths
+
+    def __exit__(self, *exc: Any) -> None:
+        for path in self.paths:
+            remote.call(shutil.rmtree, path, ignore_errors=True)
+
+
+def _returned(flags_dir: str) -> list[int]:
+    """The ranks whose save of :data:`CRASH_STEP` returned (read where the ranks ran)."""
+    return sorted(int(name.split(".")[1]) for name in os.listdir(flags_dir) if name.startswith("returned."))
+
+
+def _job(*args: Any, world_size: int, **kwargs: Any) -> list[dict[str, Any]]:
+    return run(job_on_rank, *args, world_size=world_size, timeout=60, **kwargs)
+
+
+def _uninterrupted(save_fn: Callable[..., Any], load_fn: Callable[..., Any], world_size: int,
+                   job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    with _Scratch(2) as (directory, flags):
+        return _job(save_fn, load_fn, directory, flags, world_size=world_size, **job)
+
+
+def restart_attempt(save_fn: Callable[..., Any], load_fn: Callable[..., Any], directory: str, flags: str, where: str,
+             attempt: int = 1, stale: tuple[int, Sequence[str]] | None = None,
+             **job: Any) -> tuple[list[dict[str, Any]], Callable[[], list[dict[str, Any]]]]:
+    """The restarted job's load (alone, so that ranks which disagree are told before they deadlock), and
+    the function that runs the restarted job on (load, train to the last save, load again); a failure
+    of either is told as ``where``'s."""
+    def attempt_job(**kwargs: Any) -> list[dict[str, Any]]:
+        try:
+            return _job(save_fn, load_fn, directory, flags, attempt=attempt, **job, **kwargs)
+        except ClusterError as exc:
+            raise AssertionError(f"{where}: the restart failed: {str(exc).splitlines()[0]}") from None
+
+    return attempt_job(num_steps=0, stale=stale), lambda: attempt_job(stale=stale, reload=True)
+
+
+def crash_test(save_fn: Callable[..., Any], load_fn: Callable[..., Any], world_size: int,
+               victims: Sequence[int] | None = None, **job: Any) -> list[str]:
+    """Interrupt the save of step 4 at every crash point of ``victims`` (default: every rank), restart.
+
+    Each case runs a job (:func:`job_on_rank`, saves at steps 2, 4, 6) until the crash, then a
+    restart: a new attempt (other seeds and weights) that loads, trains on to step 6 and loads
+    again. :func:`assert_resumed` checks it against an uninterrupted job. Returns one line per
+    crash point; raises ``AssertionError`` at the first that fails.
+    """
+    baseline = _uninterrupted(save_fn, load_fn, world_size, job)
+    traces = [r["trace"] for r in baseline]
+    lines = []
+    for crash in crash_points(traces, range(world_size) if victims is None else victims):
+        where = f"{world_size} ranks, {crash.describe([c for c in traces[crash.rank] if not c.startswith('dist.')])}"
+        with _Scratch(3) as (directory, flags, restart_flags):
+            try:
+                _job(save_fn, load_fn, directory, flags, crash=crash, world_size=world_size, **job)
+            except ClusterError:
+                pass
+            returned = remote.call(_returned, flags)
+            if returned or crash.everyone:
+                allowed = [CRASH_STEP]
+                why = f"save_checkpoint of step {CRASH_STEP} had returned on rank {(returned or [crash.rank])[0]}, " \
+                      "and a save that returned on any rank has committed its step"
+            else:
+                allowed = [SAVES[0], CRASH_STEP]
+                why = f"step {SAVES[0]} was committed; no save of step {CRASH_STEP} had returned, so step " \
+                      f"{CRASH_STEP} only if every rank's state of it is complete"
+            step = assert_resumed(*restart_attempt(save_fn, load_fn, directory, restart_flags, where,
+                                            world_size=world_size, **job), baseline, where, allowed, why)
+        lines.append(f"{where}: every rank resumed from step {step}")
+    return lines
+
+
+def stale_test(save_fn: Callable[..., Any], load_fn: Callable[..., Any], world_size: int, stale_rank: int,
+               **job: Any) -> str:
+    """Steps 2 and 4 committed (by two attempts), then a restart on which rank ``stale_rank``'s listings
+    still show the directory as it was after step 2: every rank must resume from one step, 2 or 4."""
+    baseline = _uninterrupted(save_fn, load_fn, world_size, job)
+    where = f"{world_size} ranks, steps 2 and 4 committed, rank {stale_rank}'s listings show only step 2's files"
+    with _Scratch(2) as (directory, flags):
+        _job(save_fn, load_fn, directory, flags, num_steps=SAVES[0], world_size=world_size, **job)
+        shown = remote.call(tree, directory)
+        _job(save_fn, load_fn, directory, flags, num_steps=CRASH_STEP, attempt=1, world_size=world_size, **job)
+        step = assert_resumed(*restart_attempt(save_fn, load_fn, directory, flags, where, attempt=2,
+                                        stale=(stale_rank, shown), world_size=world_size, **job),
+                              baseline, where, [SAVES[0], CRASH_STEP],
+                              "both are committed; any step every rank's listing shows, or a later one")
+    return f"{where}: every rank resumed from step {step}"
+
+
+def _step_of(meta: Any) -> Any:
+    return meta.get("step") if isinstance(meta, dict) else meta
+
+
+def assert_resumed(loaded: Sequence[Mapping[str, Any]], finish: Callable[[], Sequence[Mapping[str, Any]]],
+                   baseline: Sequence[Mapping[str, Any]], where: str, allowed: Sequence[int | None], why: str) -> Any:
+    """Every rank of the restart's load (``loaded``) resumed from one step of ``allowed`` (``None``:
+    nothing loaded) and restored exactly the state ``baseline`` (the uninterrupted job) had there;
+    ``finish()`` (the restarted job trained on to the last step of :data:`SAVES` and loaded again)
+    ends with the uninterrupted job's state of that step. Returns the step."""
+    steps = [_step_of(r["meta"]) for r in loaded]
+    assert all(s == steps[0] for s in steps), \
+        f"{where}: the ranks resumed from steps {steps}: every rank must resume from the same step " \
+        "(ranks that resume from different steps deadlock or mix two steps)"
+    assert steps[0] in allowed, f"{where}: the restart resumed from step {steps[0]!r}; expected " \
+                                f"{' or '.join(map(str, allowed))} ({why})"
+    for rank, r in enumerate(loaded):
+        if steps[0] is None:
+            assert_states_equal(r["restored"]["params"], r["before"],
+                                f"{where}, rank {rank}: load_checkpoint returned None but changed the model")
+        else:
+            assert r["meta"].get("world_size") == len(loaded), \
+                f"{where}, rank {rank}: load_checkpoint says world size {r['meta'].get('world_size')!r}"
+            _assert_snapshot(r["restored"], baseline[rank]["saved"][steps[0]],
+                             f"{where}, rank {rank}: the state restored from step {steps[0]}")
+    last = SAVES[-1]
+    for rank, r in enumerate(finish()):
+        assert _step_of(r["final_meta"]) == last, \
+            f"{where}, rank {rank}: after training on and saving step {last}, load_checkpoint returned step " \
+            f"{_step_of(r['final_meta'])!r}: a save must also work over what a killed attempt left"
+        if steps[0] is not None:  # a restart from nothing is a new run (other seeds and weights)
+            _assert_snapshot(r["final"], baseline[rank]["saved"][last],
+                             f"{where}, rank {rank}: step {last} of the restarted run vs the uninterrupted run")
+    return steps[0]
+
+
+def _assert_snapshot(got: Mapping[str, Any], want: Mapping[str, Any], what: str) -> None:
+    assert_states_equal(got["params"], want["params"], f"{what}, model")
+    assert_states_equal(got["optimizer"], want["optimizer"], f"{what}, optimizer state")
+    assert got["cursor"] == want["cursor"], f"{what}: data cursor {got['cursor']}, expected {want['cursor']}"
+    assert got["scaler"] == want["scaler"], f"{what}: GradScaler state {got['scaler']}, expected {want['scaler']}"
+    for gen in ("torch", "numpy", "python"):
+        assert got["rng"][gen] == want["rng"][gen], f"{what}: the {gen} random generator differs"

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import time
 
+import numpy as np
 import psutil
 import pytest
 import torch
@@ -162,19 +164,38 @@ def test_reference_restart_equals_the_uninterrupted_run() -> None:
     l10.check_elastic(l10.train_resumable, old_world_size=4, new_world_size=3)
 
 
-def test_commit_probe_catches_an_early_marker() -> None:
-    l10.check_commit_after_all(l10.save_checkpoint, world_size=3)
+def test_crash_tests_accept_the_reference_and_catch_an_early_commit() -> None:
+    l10.check_crashes(l10.save_checkpoint, l10.load_checkpoint, "4 ranks, ranks 0 and 3")
+    l10.check_stale_listing(l10.save_checkpoint, l10.load_checkpoint, world_size=3, stale_rank=1)
+    l10.check_nothing_committed(l10.save_checkpoint, l10.load_checkpoint, world_size=3)
 
     def early(directory, step, model, optimizer, cursor, scaler=None):
+        """The reference's files and marker, but rank 0 commits before the others' files are in place."""
         path = l10.step_dir(directory, step)
         os.makedirs(path, exist_ok=True)
-        torch.save(model.state_dict(), os.path.join(path, f"rank_{dist.get_rank()}.pt"))
+        state = {"step": step, "world_size": dist.get_world_size(), "cursor": dict(cursor),
+                 "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": None,
+                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
+                         "numpy": (np_state := np.random.get_state())[:1] + (torch.from_numpy(
+                             np_state[1].astype(np.int64)),) + np_state[2:]}}
         if dist.get_rank() == 0:
-            torch.save({}, os.path.join(path, l10.MARKER))
+            torch.save({"step": step, "world_size": dist.get_world_size()}, os.path.join(path, l10.MARKER))
+        torch.save(state, os.path.join(path, f"rank_{dist.get_rank()}.pt"))
         dist.barrier()
 
-    with pytest.raises(AssertionError, match="existed while rank 2"):
-        l10.check_commit_after_all(early, world_size=3)
+    with pytest.raises(AssertionError, match="killed before its write #1.*the restart failed"):
+        lesson.crash_test(early, l10.load_checkpoint, world_size=3, victims=[2])
+
+
+def test_a_stale_listing_makes_ranks_that_do_not_agree_fail() -> None:
+    def own_view(directory, model, optimizer, scaler=None):
+        """The reference's load, each rank on its own listing (no collective)."""
+        steps = [int(e[len("step_"):]) for e in os.listdir(directory)
+                 if os.path.exists(os.path.join(directory, e, l10.MARKER))]
+        return {"step": max(steps), "cursor": {"epoch": 0, "index": 0}, "world_size": dist.get_world_size()}
+
+    with pytest.raises(AssertionError, match=r"resumed from steps \[4, 2, 4\]"):
+        lesson.stale_test(l10.save_checkpoint, own_view, world_size=3, stale_rank=1)
 
 
 def test_reference_uneven_and_reshard_and_intervals() -> None:

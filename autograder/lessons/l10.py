@@ -2,14 +2,17 @@
 
 * **references**: a coherent checkpoint (:func:`save_checkpoint`, :func:`load_checkpoint`:
   per-rank files renamed into place, a commit marker written by rank 0 after a barrier,
-  the latest *committed* step on load), a resumable training loop
+  on load the latest *committed* step, agreed by an all-reduce), a resumable training loop
   (:func:`train_resumable`), an uneven-input loop with an all-reduced has-data flag
   (:func:`train_uneven`), re-sharding of per-owner optimizer state
   (:func:`reshard_optimizer_state`), Young's and Daly's checkpoint intervals and the
   expected lost time (:func:`young_interval`, :func:`daly_interval`,
   :func:`expected_lost_time`), and single-process float64 training references;
 * hidden **checks** (``check_*``), one per graded cell or case, comparing what the student's
-  code returns (through :func:`autograder.plain.plain`) with a reference;
+  code returns (through :func:`autograder.plain.plain`) with a reference; the checkpoint's are
+  the cases (world sizes, crashed and stale ranks, models) of :func:`helpers.restart.crash_test`
+  and :func:`helpers.restart.stale_test`, whose verdict compares each restart with the same
+  job run uninterrupted, since the checkpoint's layout is the student's design;
 * :data:`STORED`: what chapter 10, its explorer and the visible tests read from
   ``helpers/stored``.
 
@@ -30,15 +33,12 @@ of the whole job (a per-node MTBF divided by the number of nodes).
 from __future__ import annotations
 
 import glob
-import io
 import math
 import os
 import random
 import shutil
-import signal
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -50,7 +50,7 @@ from torch import nn
 
 from autograder.store import Rounding
 from autograder.plain import number, plain
-from helpers import COURSE_SEED, faults, ledger
+from helpers import COURSE_SEED, faults
 from helpers import restart as lesson
 from helpers.cluster import ClusterError, rank_seed, run
 from helpers.data import tensors_to_json
@@ -60,22 +60,10 @@ from helpers.remote import call
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
 KERNEL_SIDE = frozenset({
-    "_Signals",
-    "_commit_probe_on_rank",
-    "_committed_steps",
-    "_count_collectives",
-    "_destination",
     "_elastic_on_rank",
-    "_intercept_writes",
-    "_leave_torn_step",
     "_load_fresh_on_rank",
     "_membership_load_on_rank",
-    "_on_collectives",
     "_save_twice_on_rank",
-    "_tear",
-    "_torn_final_files",
-    "_torn_save",
-    "step_dir",
 })
 
 TIMEOUT_S = 120.0  # per distributed call of a hidden test: generous, only a hang waits for it
@@ -120,10 +108,13 @@ def save_checkpoint(directory: str, step: int, model: nn.Module, optimizer: torc
 
 
 def latest_committed(directory: str) -> int | None:
-    """The highest step whose checkpoint has a commit marker, or ``None``."""
+    """Collective: the highest step that has a commit marker in any rank's listing of ``directory``
+    (listings may lag behind on some ranks; the marker, opened by name, is there), or ``None``."""
     steps = [int(os.path.basename(os.path.dirname(m))[len("step_"):])
              for m in glob.glob(os.path.join(directory, "step_*", MARKER))]
-    return max(steps, default=None)
+    latest = torch.tensor([max(steps, default=-1)])
+    dist.all_reduce(latest, op=dist.ReduceOp.MAX)
+    return None if latest.item() < 0 else int(latest.item())
 
 
 def load_checkpoint(directory: str, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -314,29 +305,37 @@ def check_round_trip(save_fn: Callable[..., Any], load_fn: Callable[..., Any], c
     lesson.assert_round_trip(out, case)
 
 
-def check_nothing_committed(load_fn: Callable[..., Any], save_fn: Callable[..., Any]) -> None:
-    """No checkpoint, then only an uncommitted one: load returns None and leaves the model alone."""
+def check_nothing_committed(save_fn: Callable[..., Any], load_fn: Callable[..., Any], world_size: int) -> None:
+    """An empty directory, then a crash during the very first save (the last rank killed before its
+    first write, the others having run as far as they can): load returns None on every rank and
+    changes nothing, and the restarted job (a new run) saves and loads its own steps."""
     with _Scratch() as directory:
-        out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
-        assert all(r["meta"] is None for r in out), \
-            "with no checkpoint in the directory load_checkpoint must return None"
-        _run(lesson.round_trip_on_rank, save_fn, load_fn, directory, 1, False, world_size=3)
-        call(os.remove, os.path.join(step_dir(directory, 1), MARKER))
-        out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
-        assert all(r["meta"] is None for r in out), \
-            "a step without its commit marker is not a checkpoint: load_checkpoint must return None"
+        out = _run(_load_fresh_on_rank, load_fn, directory, world_size=world_size)
+    assert all(r["meta"] is None for r in out), \
+        f"{world_size} ranks, an empty directory: load_checkpoint returned {[r['meta'] for r in out]}, expected None"
+    crash = lesson.Crash(world_size - 1, "before", 1)
+    where = f"{world_size} ranks, rank {world_size - 1} killed before its first write of the first save (step 2)"
+    with _Scratch() as directory, _Scratch() as flags, _Scratch() as restart_flags:
+        try:
+            _run(lesson.job_on_rank, save_fn, load_fn, directory, flags, crash=crash, watch_step=lesson.SAVES[0],
+                 world_size=world_size)
+        except ClusterError:
+            pass
+        lesson.assert_resumed(*lesson.restart_attempt(save_fn, load_fn, directory, restart_flags, where,
+                                               world_size=world_size),
+                              [], where, [None], "no step was ever complete: load_checkpoint returns None")
 
 
 def _load_fresh_on_rank(load_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
+    """What ``load_fn`` returns into a fresh model and Adam, and the model's parameters after it."""
     model = lesson.MODEL()
-    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
-    return {"meta": load_fn(directory, model, optimizer, None), "params": state_of(model)}
+    lesson.as_restart(model, 1)
+    meta = load_fn(directory, model, torch.optim.Adam(model.parameters(), **lesson.ADAM), None)
+    return {"meta": meta, "params": state_of(model)}
 
 
-def _save_twice_on_rank(save_fn: Callable[..., Any], directory: str, victim: int | None = None,
-                        at_marker: bool = False) -> dict[str, Any]:
-    """Save at steps 2 and 4 of local training; return the parameters at each save. With ``victim``,
-    that rank dies halfway through a write of step 4's save (:func:`_torn_save`)."""
+def _save_twice_on_rank(save_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
+    """Save at steps 2 and 4 of local training; return the parameters at each save."""
     model = lesson.MODEL()
     optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
     stream = lesson.GlobalStream()
@@ -344,36 +343,9 @@ def _save_twice_on_rank(save_fn: Callable[..., Any], directory: str, victim: int
     for step in (1, 2, 3, 4):
         lesson._local_step(model, optimizer, stream, None)
         if step % 2 == 0:
-            undo = _torn_save(at_marker) if step == 4 and dist.get_rank() == victim else (lambda: None)
-            try:
-                save_fn(directory, step, model, optimizer, stream.state_dict(), None)
-            finally:
-                undo()
+            save_fn(directory, step, model, optimizer, stream.state_dict(), None)
             saved[step] = state_of(model)
     return saved
-
-
-def _resumed_steps(out: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The step each rank's ``load_fn`` resumed from (its return value where that is not a dict)."""
-    return [r["meta"]["step"] if isinstance(r["meta"], dict) else r["meta"] for r in out]
-
-
-def check_latest_committed(save_fn: Callable[..., Any], load_fn: Callable[..., Any]) -> None:
-    """Step 4 was being written when rank 2 died (no marker, rank 1's file torn, rank 2's missing):
-    every rank must resume from step 2, the latest committed step."""
-    with _Scratch() as directory:
-        saved = _run(_save_twice_on_rank, save_fn, directory, world_size=3)
-        partial = step_dir(directory, 4)
-        layout = sorted(call(os.listdir, partial))
-        assert layout == [MARKER, "rank_0.pt", "rank_1.pt", "rank_2.pt"], \
-            f"step 4's directory holds {layout}; expected rank_0.pt, rank_1.pt, rank_2.pt and {MARKER}"
-        call(_tear, partial)
-        out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
-    steps = _resumed_steps(out)
-    assert steps == [2, 2, 2], f"the ranks resumed from steps {steps}; every rank must resume from step 2, " \
-                               "the latest step with a commit marker (step 4 has rank files but no marker)"
-    for rank, r in enumerate(out):
-        lesson.assert_states_equal(r["params"], saved[rank][2], f"rank {rank}: model after resuming from step 2")
 
 
 def _membership_load_on_rank(load_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
@@ -389,251 +361,49 @@ def _membership_load_on_rank(load_fn: Callable[..., Any], directory: str) -> dic
     return {"meta": meta, "params": state_of(model), "rng": after, "rng_untouched": lesson.rng_draws()}
 
 
-def check_membership_load(save_fn: Callable[..., Any], load_fn: Callable[..., Any]) -> None:
-    """4 ranks save steps 2 and 4, 3 ranks load (each still finds a file of its own rank number): step 4
-    from rank 0's file, the world size that wrote it, and the random generators left as they were."""
+def check_membership_load(save_fn: Callable[..., Any], load_fn: Callable[..., Any], old_world_size: int,
+                          new_world_size: int) -> None:
+    """``old_world_size`` ranks save steps 2 and 4, ``new_world_size`` ranks load: step 4, rank 0's model,
+    the world size that wrote it, and the random generators left as they were."""
     with _Scratch() as directory:
-        saved = _run(_save_twice_on_rank, save_fn, directory, world_size=4)
-        out = _run(_membership_load_on_rank, load_fn, directory, world_size=3)
+        saved = _run(_save_twice_on_rank, save_fn, directory, world_size=old_world_size)
+        out = _run(_membership_load_on_rank, load_fn, directory, world_size=new_world_size)
     for rank, r in enumerate(out):
-        where, meta = f"saved by 4 ranks, loaded by 3: rank {rank}", r["meta"]
+        where, meta = f"saved by {old_world_size} ranks, loaded by {new_world_size}: rank {rank}", r["meta"]
         assert isinstance(meta, dict) and meta.get("step") == 4, f"{where}: load_checkpoint returned {meta!r}"[:300]
-        assert meta.get("world_size") == 4, \
-            f"{where}: load_checkpoint says world size {meta.get('world_size')!r}; 4 ranks wrote the checkpoint"
+        assert meta.get("world_size") == old_world_size, \
+            f"{where}: load_checkpoint says world size {meta.get('world_size')!r}; " \
+            f"{old_world_size} ranks wrote the checkpoint"
         lesson.assert_states_equal(r["params"], saved[0][4],
-                                   f"{where}: model (after a membership change every rank loads rank_0.pt)")
+                                   f"{where}: model (after a membership change every rank loads rank 0's state)")
         assert r["rng"] == r["rng_untouched"], \
             f"{where}: the random generators changed: the world size changed, so the old ranks' generator " \
             "states do not belong to the new ranks and must be left as they are"
 
 
-def _tear(partial: str) -> None:
-    """In the kernel: step 4 as a rank's death leaves it (no marker, rank 1's file torn, rank 2's gone)."""
-    os.remove(os.path.join(partial, MARKER))
-    os.remove(os.path.join(partial, "rank_2.pt"))
-    with open(os.path.join(partial, "rank_1.pt"), "r+b") as f:
-        f.truncate(100)
+CRASH_CASES = {
+    # case: (world size, ranks killed, with a GradScaler, model, Adam hyper-parameters)
+    "3 ranks, every rank, GradScaler": (3, None, True, SameInit(lesson.NoisyMLP, seed=27, kwargs={"hidden": 9}),
+                                        dict(lr=0.03, betas=(0.85, 0.97), eps=1e-7, weight_decay=0.0)),
+    "4 ranks, ranks 0 and 3": (4, [0, 3], False, SameInit(lesson.NoisyMLP, seed=29, kwargs={"hidden": 5}),
+                               lesson.ADAM),
+}
 
 
-class _Signals:
-    """Flag files in ``signal_dir`` through which two ranks of a probe see each other's progress."""
-
-    def __init__(self, signal_dir: str) -> None:
-        self.dir = signal_dir
-
-    def set(self, name: str) -> None:
-        open(os.path.join(self.dir, name), "w").close()
-
-    def clear(self, name: str) -> None:
-        os.remove(os.path.join(self.dir, name))
-
-    def has(self, name: str) -> bool:
-        return os.path.exists(os.path.join(self.dir, name))
-
-    def wait(self, ready: Callable[[], bool], limit_s: float = 60.0) -> None:
-        deadline = time.monotonic() + limit_s
-        while not ready() and time.monotonic() < deadline:
-            time.sleep(0.002)
+def check_crashes(save_fn: Callable[..., Any], load_fn: Callable[..., Any], case: str) -> None:
+    """Case ``case`` of :data:`CRASH_CASES`: the save of step 4 killed at every crash point of the chosen
+    ranks (:func:`helpers.restart.crash_test`); every restart resumes coherently and ends as the
+    uninterrupted job."""
+    world_size, victims, with_scaler, model_fn, hyper = CRASH_CASES[case]
+    lesson.crash_test(save_fn, load_fn, world_size, victims, with_scaler=with_scaler, model_fn=model_fn,
+                      hyper=hyper)
 
 
-def _destination(args: Sequence[Any], kwargs: Mapping[str, Any], save: bool) -> str:
-    """The file name an ``os.replace``/``os.rename`` (second argument) or ``torch.save`` (second) writes."""
-    target = args[1] if len(args) > 1 else kwargs.get("f" if save else "dst")
-    target = getattr(target, "name", target)
-    return os.path.basename(os.fspath(target)) if isinstance(target, (str, os.PathLike)) else ""
-
-
-def _intercept_writes(name: str, before: Callable[[], None]) -> Callable[[], None]:
-    """Call ``before()`` once, just before this rank first writes or renames a file onto ``name``
-    (``torch.save``, ``os.replace``, ``os.rename``); returns the function that undoes it."""
-    done: list[bool] = []
-    originals = {(torch, "save"): torch.save, (os, "replace"): os.replace, (os, "rename"): os.rename}
-
-    def wrap(original: Callable[..., Any], save: bool) -> Callable[..., Any]:
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            if not done and _destination(args, kwargs, save) == name:
-                done.append(True)
-                before()
-            return original(*args, **kwargs)
-        return wrapped
-
-    for (module, attr), original in originals.items():
-        setattr(module, attr, wrap(original, module is torch))
-    return lambda: [setattr(module, attr, original) for (module, attr), original in originals.items()]
-
-
-def _on_collectives(entering: Callable[[], None]) -> Callable[[], None]:
-    """Call ``entering()`` each time this rank enters a ``torch.distributed`` collective; returns the undo."""
-    originals = {op: getattr(dist, op) for op in ledger.COLLECTIVES}
-
-    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def announced(*args: Any, **kwargs: Any) -> Any:
-            entering()
-            return original(*args, **kwargs)
-        return announced
-
-    for op, original in originals.items():
-        setattr(dist, op, wrap(original))
-    return lambda: [setattr(dist, op, original) for op, original in originals.items()]
-
-
-def _count_collectives(signals: _Signals, rank: int) -> tuple[list[int], Callable[[], None]]:
-    """Flag ``<rank>.in.<k>`` on entering this rank's k-th collective; the counter and the undo."""
-    count = [0]
-
-    def entering() -> None:
-        count[0] += 1
-        signals.set(f"{rank}.in.{count[0]}")
-
-    return count, _on_collectives(entering)
-
-
-def _commit_probe_on_rank(save_fn: Callable[..., Any], directory: str, signal_dir: str, step: int) -> dict[str, Any]:
-    """Force the interleavings the commit protocol must survive, between rank 0 and the last rank ``L``.
-
-    ``L`` holds still (and says so with the flag ``waiting``) when it builds its state, until rank 0
-    is in a collective or done, and looks for the marker; again before its file reaches its final
-    name, until rank 0 entered a collective ``L`` has not passed yet (or committed, or returned);
-    after ``save_fn`` returns, it looks for the marker. Rank 0, just before it puts the marker in
-    place, waits until ``L`` holds still, entered a collective rank 0 has not entered yet, or
-    returned, and lists the rank files in place. Rank 0's and ``L``'s collectives are counted: the
-    k-th collectives of all ranks match, whatever else the code communicates."""
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    last, path = world_size - 1, step_dir(directory, step)
-    signals = _Signals(signal_dir)
-    model = lesson.MODEL()
-    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
-    stream = lesson.GlobalStream()
-    lesson._local_step(model, optimizer, stream, None)
-    probe: dict[str, Any] = {"fired": False, "marker_early": False, "files_at_commit": None, "marker_on_return": None}
-    marker = lambda: os.path.exists(os.path.join(path, MARKER))  # noqa: E731
-    undo: list[Callable[[], None]] = []
-    if rank in (0, last):
-        count, restore = _count_collectives(signals, rank)
-        undo.append(restore)
-    if rank == last:
-        original = model.state_dict
-
-        def hold_while_building(*args: Any, **kwargs: Any) -> Any:
-            if not probe["fired"]:
-                probe["fired"] = True
-                signals.set("waiting")
-                # flags are never removed: "0.in.1" says rank 0 is in, or was in, a collective
-                signals.wait(lambda: signals.has("0.in.1") or signals.has("0.returned"))
-                probe["marker_early"] = marker()
-                signals.clear("waiting")
-            return original(*args, **kwargs)
-
-        model.state_dict = hold_while_building
-
-        def hold_before_own_file() -> None:
-            signals.set("waiting")
-            passed = count[0]
-            signals.wait(lambda: signals.has(f"0.in.{passed + 1}") or marker() or signals.has("0.returned"))
-            signals.clear("waiting")
-
-        undo.append(_intercept_writes(f"rank_{rank}.pt", hold_before_own_file))
-    if rank == 0:
-        def list_before_commit() -> None:
-            entered = count[0]
-            signals.wait(lambda: signals.has("waiting") or signals.has(f"{last}.in.{entered + 1}")
-                         or signals.has(f"{last}.returned"))
-            probe["files_at_commit"] = sorted(f for f in os.listdir(path)
-                                              if f.startswith("rank_") and f.endswith(".pt"))
-
-        undo.append(_intercept_writes(MARKER, list_before_commit))
-    try:
-        save_fn(directory, step, model, optimizer, stream.state_dict(), None)
-    finally:
-        for restore in undo:
-            restore()
-    probe["marker_on_return"] = marker()
-    signals.set(f"{rank}.returned")
-    return probe
-
-
-def check_commit_after_all(save_fn: Callable[..., Any], world_size: int) -> None:
-    """The marker exists only once every rank's file is in place, and exists when any rank returns."""
-    with _Scratch() as directory, _Scratch() as signal_dir:
-        out = _run(_commit_probe_on_rank, save_fn, directory, signal_dir, 5, world_size=world_size)
-    last, files = world_size - 1, out[0]["files_at_commit"]
-    assert out[last]["fired"], f"rank {last} never called model.state_dict(): save the model's state_dict()"
-    assert not out[last]["marker_early"], \
-        f"the commit marker of step 5 existed while rank {last} had not written its file yet: " \
-        "rank 0 may write it only after a barrier that every rank enters after its own file is in place"
-    want = [f"rank_{r}.pt" for r in range(world_size)]
-    assert files is None or files == want, \
-        f"rank 0 put the commit marker of step 5 in place while only {files} were under their final names: " \
-        "every rank renames its file into place before the barrier that comes before the marker"
-    for rank, r in enumerate(out):
-        assert r["marker_on_return"], \
-            f"save_checkpoint returned on rank {rank} before step 5 was committed (no {MARKER} yet): a second " \
-            "barrier after the marker makes every rank wait for it"
-
-
-def _torn_save(after_collective: bool) -> Callable[[], None]:
-    """Make this rank's next ``torch.save`` (with ``after_collective``: its first one after it entered a
-    collective) write half the bytes to its destination and then kill the process (SIGKILL); returns
-    the function that undoes it."""
-    entered = [not after_collective]
-    undo_collectives = _on_collectives(lambda: entered.__setitem__(0, True))
-    original = torch.save
-
-    def torn(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
-        if not entered[0]:
-            return original(obj, f, *args, **kwargs)
-        buffer = io.BytesIO()
-        original(obj, buffer, *args, **kwargs)
-        data = buffer.getvalue()[: len(buffer.getvalue()) // 2]
-        if isinstance(f, (str, os.PathLike)):
-            with open(f, "wb") as out:
-                out.write(data)
-        else:
-            f.write(data)
-            f.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    torch.save = torn
-
-    def undo() -> None:
-        torch.save = original
-        undo_collectives()
-    return undo
-
-
-def _torn_final_files(path: str) -> list[str]:
-    """In the kernel: the files of a step directory under a final name (``rank_<r>.pt``, the marker)
-    that do not load."""
-    torn = []
-    for name in sorted(os.listdir(path)) if os.path.isdir(path) else []:
-        if name == MARKER or (name.startswith("rank_") and name.endswith(".pt")):
-            try:
-                torch.load(os.path.join(path, name), weights_only=True)
-            except Exception:
-                torn.append(name)
-    return torn
-
-
-def check_atomic_writes(save_fn: Callable[..., Any], load_fn: Callable[..., Any]) -> None:
-    """A rank killed halfway through ``torch.save`` (rank 1, its file of step 4; rank 0, the marker of
-    step 4) leaves no torn file under a final name, and every rank resumes from step 2."""
-    for victim, at_marker, what in ((1, False, "rank 1 was killed halfway through writing its file"),
-                                    (0, True, f"rank 0 was killed halfway through writing the {MARKER} marker")):
-        with _Scratch() as directory:
-            try:
-                _run(_save_twice_on_rank, save_fn, directory, victim, at_marker, world_size=3)
-                died = False
-            except ClusterError:
-                died = True
-            assert died or at_marker, \
-                "rank 1 never wrote its file of step 4 with torch.save (the exercise asks for torch.save)"
-            torn = call(_torn_final_files, step_dir(directory, 4))
-            assert not torn, f"step 4: {what}, which left a torn {torn} under its final name: write to a " \
-                             "temporary name in the same directory, then os.replace it to the final name"
-            out = _run(_load_fresh_on_rank, load_fn, directory, world_size=3)
-        steps = _resumed_steps(out)
-        assert steps == [2, 2, 2] or not died, \
-            f"{what} (step 4 never committed): the ranks resumed from steps {steps}, expected step 2 on every rank"
+def check_stale_listing(save_fn: Callable[..., Any], load_fn: Callable[..., Any], world_size: int,
+                        stale_rank: int) -> None:
+    """Steps 2 and 4 committed; on the restart, rank ``stale_rank`` lists the directory as it was after
+    step 2: every rank resumes from the same committed step and ends as the uninterrupted job."""
+    lesson.stale_test(save_fn, load_fn, world_size, stale_rank)
 
 
 # --------------------------------------------------------------------------- hidden checks: restart
@@ -709,35 +479,25 @@ def assert_like_reference(got: Sequence[Mapping[str, Any]], want: Sequence[Mappi
                     "is the mean squared error's over the global batch, with each rank computing its own rows"
 
 
-def _committed_steps(directory: str) -> list[int]:
-    """In the kernel: the steps of ``directory`` that have a commit marker."""
-    return sorted(int(entry[len("step_"):]) for entry in os.listdir(directory)
-                  if entry.startswith("step_") and os.path.exists(os.path.join(directory, entry, MARKER)))
-
-
-def _leave_torn_step(path: str) -> None:
-    """In the kernel: a step directory as an attempt killed while writing it leaves it (a torn rank file, no marker)."""
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "rank_0.pt"), "wb") as f:
-        f.write(b"PK\x03\x04 torn")
-
-
 def _first_run(train_fn: Callable[..., Any], directory: str, world_size: int, num_steps: int, every: int,
                stream_kwargs: Mapping[str, Any], case: str) -> list[dict[str, Any]]:
-    """The student's uninterrupted run, checked against the reference and for every checkpoint it must commit."""
+    """The student's uninterrupted run, checked against the reference; then restarted with the same
+    ``num_steps``: it resumes from the last checkpoint (the multiple of ``every`` at or below
+    ``num_steps``) and ends as the same run."""
     first = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, stream_kwargs=stream_kwargs,
                  world_size=world_size)
     assert_like_reference(first, reference_run(world_size, num_steps, stream_kwargs), f"{case}, uninterrupted")
-    committed, want = call(_committed_steps, directory), list(range(every, num_steps + 1, every))
-    assert committed == want, f"{case}, uninterrupted: committed steps {committed}, expected {want} " \
-                              f"(a checkpoint after every step whose count is a multiple of {every})"
+    again = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, stream_kwargs=stream_kwargs,
+                 attempt=1, world_size=world_size)
+    lesson.assert_same_run(again, first, f"{case}, restarted once it had finished (a checkpoint after every step "
+                           f"whose count is a multiple of {every})", resumed_from=num_steps // every * every)
     return first
 
 
 def check_restart_after_kill(train_fn: Callable[..., Any], world_size: int, kill_rank: int, kill_batch: int,
                              num_steps: int, every: int) -> None:
-    """Kill ``kill_rank`` (SIGKILL) at its ``kill_batch``-th batch, leave the next checkpoint's directory
-    torn, restart the whole group as a new attempt (other seeds and weights), finish: bit-identical to
+    """Kill ``kill_rank`` (SIGKILL) at its ``kill_batch``-th batch, restart the whole group as a new
+    attempt (other seeds and weights), finish: bit-identical to
     the run that was never interrupted, which itself matches the reference; only the batches after the
     committed step drawn again."""
     stream_kwargs = dict(batch_size=2 * world_size)
@@ -751,10 +511,9 @@ def check_restart_after_kill(train_fn: Callable[..., Any], world_size: int, kill
                                         faults=[faults.kill(kill_rank, "batch", kill_batch)],
                                         world_size=world_size, timeout=TIMEOUT_S)
         assert report.error is not None, f"{case}: the run finished although rank {kill_rank} was killed"
-        call(_leave_torn_step, step_dir(directory, committed + every))
         got = _run(lesson.resumable_on_rank, train_fn, directory, num_steps, every, stream_kwargs=stream_kwargs,
                    attempt=1, world_size=world_size)
-    lesson.assert_same_run(got, want, f"{case} (step {committed + every} left torn)", resumed_from=committed)
+    lesson.assert_same_run(got, want, case, resumed_from=committed)
 
 
 def check_stop_and_resume(train_fn: Callable[..., Any], world_size: int, stops: Sequence[int], every: int) -> None:
