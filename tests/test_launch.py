@@ -20,6 +20,7 @@ LESSONS = {
     "01_replicated_training": "wrap_no_init_broadcast",
     "02_global_denominator": "train_mean_of_means",
     "03_gradient_buckets": "gb_sum_no_divide",
+    "04_accumulation": "train_mean_of_means",
     "05_optimizer_state_sharding": "adam_local_gradients",
     "06_gradient_sharding": "rs_sum_no_normalize",
     "07_parameter_sharding": "unit_sum_not_mean",
