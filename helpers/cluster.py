@@ -472,10 +472,15 @@ def _stop_before_kernel_exits() -> None:
     if _kernel_hooked or "ipykernel" not in sys.modules:
         return
     from ipykernel.kernelapp import IPKernelApp
+    from traitlets.config import MultipleInstanceError
 
-    if not IPKernelApp.initialized() or IPKernelApp.instance().kernel is None:
+    try:
+        app = IPKernelApp.instance() if IPKernelApp.initialized() else None
+    except MultipleInstanceError:  # another app is this process's singleton (nbgrader's, grading in process)
         return
-    kernel = IPKernelApp.instance().kernel
+    if app is None or app.kernel is None:
+        return
+    kernel = app.kernel
     at_shutdown = kernel._at_shutdown
 
     async def stop_then_shut_down() -> None:

@@ -501,3 +501,24 @@ def test_kernels_fork_their_ranks_from_a_shared_forkserver_and_manage_without_it
     server, shared, own = [line for line in out.splitlines() if line.strip()]
     assert shared == f"({server}, \"kernel's\") ({server}, \"kernel's\")"
     assert own.count("kernel's") == 2 and server not in own
+
+
+def test_run_inside_another_jupyter_app_does_not_hook_a_kernel() -> None:
+    """Grading in process (nbgrader's app is the process's traitlets singleton): run() works, no kernel to hook."""
+    script = textwrap.dedent("""
+        import torch.distributed as dist
+        from traitlets.config import Application
+        from helpers.cluster import run, shutdown
+
+        class Grader(Application):
+            pass
+
+        Grader.instance()
+        import ipykernel.kernelapp  # noqa: F401  (as in a process that has ipykernel loaded)
+        print(run(lambda: dist.get_rank(), world_size=2))
+        shutdown()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[0, 1]"
