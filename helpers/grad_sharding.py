@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 from torch import nn
 
+from helpers import checks
 from helpers.models import shard_batch
 from helpers.stored import load
 
@@ -163,6 +164,148 @@ def sharded_versus_replicated_on_rank(
     start, stop = owned_range_fn(replicated_flat.numel(), world, rank)
     return {"shard": shard, "norm": norm, "range": (start, stop), "replicated_norm": replicated_norm,
             "replicated_owned": replicated_flat[start:stop].clone()}
+
+
+# The design exercise's optimizers: name -> (torch.optim class, fp32 state tensors it keeps per element).
+OPTIMIZERS: dict[str, tuple[type, Callable[[Mapping[str, Any]], int]]] = {
+    "sgd": (torch.optim.SGD, lambda hyper: 1 if hyper.get("momentum", 0.0) else 0),
+    "adam": (torch.optim.Adam, lambda hyper: 2),
+}
+OptimizerSpec = tuple[str, Mapping[str, Any]]  # ("adam", {"lr": 0.01, ...})
+
+
+def make_optimizer_fn(spec: OptimizerSpec) -> Callable[[Any], torch.optim.Optimizer]:
+    """``make_optimizer(tensors)``: a new ``torch.optim`` optimizer of ``spec`` over ``tensors``."""
+    cls, _ = OPTIMIZERS[spec[0]]
+    hyper = dict(spec[1])
+    return lambda tensors: cls(tensors, **hyper)
+
+
+def state_tensors_per_element(spec: OptimizerSpec) -> int:
+    """fp32 state tensors ``spec``'s optimizer keeps per parameter element (SGD 0, momentum 1, Adam 2)."""
+    return OPTIMIZERS[spec[0]][1](spec[1])
+
+
+def zero2_budget_bytes(num_params: int, world_size: int, spec: OptimizerSpec) -> int:
+    """The design exercise's per-rank budget in bytes: ``4 ceil(P/N) (2 + s)``, room for an fp32 parameter
+    shard, a gradient shard and ``s`` state shards of ``ceil(P/N)`` elements."""
+    return 4 * math.ceil(num_params / world_size) * (2 + state_tensors_per_element(spec))
+
+
+def _storage(t: torch.Tensor) -> tuple[int, int]:
+    return t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+
+
+def _reachable(obj: Any, max_depth: int = 10) -> tuple[list[torch.Tensor], list[torch.optim.Optimizer]]:
+    """The tensors and the ``torch.optim`` optimizers reachable from ``obj``.
+
+    Walks attributes, dicts (keys and values), lists, tuples and sets up to ``max_depth``
+    levels; modules and process groups are not entered.
+    """
+    seen: set[int] = set()
+    tensors: list[torch.Tensor] = []
+    optimizers: list[torch.optim.Optimizer] = []
+
+    def visit(value: Any, depth: int) -> None:
+        if depth > max_depth or id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, torch.Tensor):
+            tensors.append(value)
+            return
+        if isinstance(value, torch.optim.Optimizer):
+            optimizers.append(value)
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                visit(k, depth + 1)
+                visit(v, depth + 1)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for v in value:
+                visit(v, depth + 1)
+        elif hasattr(value, "__dict__") and not isinstance(value, (nn.Module, dist.ProcessGroup, type)):
+            visit(vars(value), depth + 1)
+
+    visit(obj, 0)
+    return tensors, optimizers
+
+
+def _storage_bytes(tensors: Sequence[torch.Tensor | None], params: Sequence[torch.Tensor]) -> int:
+    """Bytes of the distinct storages of ``tensors``, leaving out ``params``' storages and 0-dim tensors."""
+    excluded = {_storage(p)[0] for p in params}
+    counted = dict(_storage(t) for t in tensors if t is not None and t.dim() > 0 and _storage(t)[0] not in excluded)
+    return sum(counted.values())
+
+
+def held_tensor_bytes(obj: Any, params: Sequence[torch.Tensor]) -> dict[str, int]:
+    """What ``obj`` keeps, in bytes: ``held`` and ``state``.
+
+    ``held``: the storages of the tensors ``obj`` reaches (see :func:`_reachable`), of their
+    ``.grad`` and of ``params``' ``.grad``, each once; ``state``: the storages of the tensors in
+    the ``state`` of the ``torch.optim`` optimizers ``obj`` reaches. A view counts its whole
+    storage; ``params``' own storages and 0-dim tensors (step counters) are not counted.
+    """
+    tensors, optimizers = _reachable(obj)
+    grads = [t.grad for t in [*tensors, *params]]
+    in_state = [t for opt in optimizers for per_tensor in opt.state.values() for t in per_tensor.values()
+                if isinstance(t, torch.Tensor)]
+    return {"held": _storage_bytes([*tensors, *grads], params), "state": _storage_bytes(in_state, params)}
+
+
+def zero2_train_on_rank(
+    optimizer_cls: type,
+    model_fn: Callable[[], nn.Module],
+    batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    spec: OptimizerSpec,
+    max_norm: float | None,
+    group_ranks: Sequence[int] | None = None,
+) -> dict[str, Any] | None:
+    """Train with ``optimizer_cls(model.parameters(), make_optimizer, max_norm=max_norm, group=group)``.
+
+    The design exercise's driver. One step per global batch on this rank's equal shard (by
+    group rank): ``zero_grad()``, local mean-squared-error ``backward()``, ``step()``. A
+    ``dist.barrier`` on the group after the constructor and after each step marks in the ledger
+    where each step's collectives end. Ranks outside ``group_ranks`` return ``None``. Returns
+    ``params`` (after each step, by name) and ``held_bytes`` (:func:`held_tensor_bytes` after
+    each step: bytes ``held`` in all and optimizer ``state``).
+    """
+    group, member = _member_group(group_ranks)
+    if not member:
+        return None
+    model = model_fn()
+    params = list(model.parameters())
+    opt = optimizer_cls(model.parameters(), make_optimizer_fn(spec), max_norm=max_norm, group=group)
+    dist.barrier(group=group)
+    rank, n = dist.get_rank(group), dist.get_world_size(group)
+    after, held = [], []
+    for x, y in batches:
+        xs, ys = shard_batch(x, y, rank, n)
+        opt.zero_grad()
+        nn.functional.mse_loss(model(xs), ys).backward()
+        opt.step()
+        held.append(held_tensor_bytes(opt, params))
+        after.append({name: p.detach().clone() for name, p in model.named_parameters()})
+        dist.barrier(group=group)
+    return {"params": after, "held_bytes": held, "numel": sum(p.numel() for p in params)}
+
+
+def replicated_reference(model_fn: Callable[[], nn.Module], batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                         spec: OptimizerSpec, max_norm: float | None) -> list[dict[str, torch.Tensor]]:
+    """float64 parameters after each step of replicated training, in one process.
+
+    Each step: full-batch mean-squared-error ``backward()``, ``torch.nn.utils.clip_grad_norm_``
+    (when ``max_norm`` is not ``None``), then ``spec``'s ``torch.optim`` optimizer's ``step()``.
+    """
+    model = model_fn().double()
+    opt = make_optimizer_fn(spec)(model.parameters())
+    after = []
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x.double()), y.double()).backward()
+        if max_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+        after.append({name: p.detach().clone() for name, p in model.named_parameters()})
+    return after
 
 
 # --------------------------------------------------------------------------- checks
@@ -399,6 +542,91 @@ def assert_matches_replicated(results: Sequence[Mapping[str, Any]], expected_ran
                                  f"from the replicated run (DistributedDataParallel, then clip_grad_norm_).")
         if pad.numel() and bool(pad.ne(0).any()):
             raise AssertionError(f"rank {rank}: the padding positions of the shard are not zero.")
+
+
+def assert_zero2_training(per_rank: Sequence[Mapping[str, Any]], expected: Sequence[Mapping[str, torch.Tensor]],
+                          what: str, atol: float = 2e-5, rtol: float = 1e-4) -> None:
+    """After every step the members' parameters are bit-identical and equal ``expected`` (float64 replicated)."""
+    for step, reference in enumerate(expected, start=1):
+        checks.assert_same_on_all_ranks([r["params"][step - 1] for r in per_rank], f"{what}, step {step}: parameters")
+        diff = checks.first_difference(per_rank[0]["params"][step - 1], reference, atol=atol, rtol=rtol)
+        if diff is not None:
+            raise AssertionError(
+                f"{what}: after step {step} the parameters differ from replicated training (one process, float64: "
+                f"mean loss over the full batch, clip_grad_norm_ when max_norm is set, then the optimizer that "
+                f"make_optimizer builds): {diff}. The reduced gradient is the mean over the group's ranks; the "
+                f"clip coefficient needs the norm of the whole gradient, which no rank holds; the optimizer's "
+                f"state must persist from step to step.")
+
+
+def assert_zero2_held_bytes(per_rank: Sequence[Mapping[str, Any]], spec: OptimizerSpec, what: str) -> None:
+    """After every step each member's optimizers keep at most ``4 s ceil(P/N)`` bytes of state and the
+    object at most :func:`zero2_budget_bytes` of tensors in all (see :func:`held_tensor_bytes`)."""
+    n, numel = len(per_rank), per_rank[0]["numel"]
+    budget, s = zero2_budget_bytes(numel, n, spec), state_tensors_per_element(spec)
+    share = 4 * s * math.ceil(numel / n)
+    for rank, r in enumerate(per_rank):
+        for step, kept in enumerate(r["held_bytes"], start=1):
+            where = f"{what}, group rank {rank}, after step {step}"
+            if kept["state"] > share:
+                raise AssertionError(
+                    f"{where}: the optimizers you built keep {kept['state']} bytes of state; the budget is "
+                    f"4 x {s} x ceil({numel} / {n}) = {share} bytes, an equal share. Giving each rank whole "
+                    f"parameters does not fit when one parameter is larger than P/N: the owner boundaries "
+                    f"must cut through parameters.")
+            if kept["held"] > budget:
+                raise AssertionError(
+                    f"{where}: the optimizer keeps {kept['held']} bytes of tensors (those it reaches, their .grad, "
+                    f"and the parameters' .grad); the budget is 4 x ceil({numel} / {n}) x (2 + {s}) = {budget} "
+                    f"bytes. The full gradient alone is 4 x {numel} bytes: once it is reduced, a rank keeps only "
+                    f"the ceil(P/N) elements it owns and lets the rest go (p.grad = None).")
+
+
+OBJECT_COLLECTIVES = ("all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list")
+
+
+def zero2_step_bytes_limit(numel: int, world_size: int) -> float:
+    """Ring bytes a rank may send per step: one all-reduce of the padded fp32 model, plus 64."""
+    return 2 * (world_size - 1) / world_size * 4 * world_size * math.ceil(numel / world_size) + 64
+
+
+def _step_segments(ledger: Any, rank: int, num_steps: int, what: str) -> list[list[Any]]:
+    """The records of each training step of :func:`zero2_train_on_rank`, split at the driver's barriers."""
+    segments: list[list[Any]] = [[]]
+    for record in ledger.records[rank]:
+        if record.op == "barrier":
+            segments.append([])
+        else:
+            segments[-1].append(record)
+    if len(segments) != num_steps + 2:
+        raise AssertionError(f"{what}, rank {rank}: expected the driver's {num_steps + 1} barriers in the ledger, "
+                             f"found {len(segments) - 1}: the optimizer must not call barrier()")
+    return segments[1:-1]
+
+
+def assert_zero2_communication(ledger: Any, members: Sequence[int], numel: int, num_steps: int, what: str) -> None:
+    """Per step: tensor collectives only, no all-reduce of more than one element, at most
+    :func:`zero2_step_bytes_limit` ring bytes sent."""
+    n = len(members)
+    limit = zero2_step_bytes_limit(numel, n)
+    for rank in members:
+        for step, records in enumerate(_step_segments(ledger, rank, num_steps, what), start=1):
+            where = f"{what}, rank {rank}, step {step}"
+            for r in records:
+                if r.op in OBJECT_COLLECTIVES:
+                    raise AssertionError(f"{where}: {r.op} pickles Python objects; use tensor collectives only.")
+                if r.op == "all_reduce" and r.numel > 1:
+                    raise AssertionError(
+                        f"{where}: {r.describe()}. An all-reduce of {r.numel} elements hands every rank the whole "
+                        f"reduced tensor; ZeRO-2 gives each rank only the gradient slice it owns, and the one "
+                        f"number every rank needs in full (for the clip) is a scalar.")
+            sent = sum(r.ring_bytes for r in records)
+            if sent > limit:
+                raise AssertionError(
+                    f"{where}: {sent:,.0f} ring bytes sent ({', '.join(r.describe() for r in records[:4])}"
+                    f"{', ...' if len(records) > 4 else ''}); at most {limit:,.0f} allowed, the bytes of one "
+                    f"all-reduce of the padded model plus 64. Gathering every rank's whole gradient sends N - 1 "
+                    f"gradients; each element of the gradient only needs to reach its owner.")
 
 
 def zero2_mismatch(args: tuple[int, int, int], got: Any, expected: float) -> str | None:

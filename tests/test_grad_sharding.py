@@ -228,6 +228,74 @@ def test_sharded_step_driver_against_ddp() -> None:
     l06.assert_matches_replicated(out, 244)
 
 
+
+# --------------------------------------------------------------------------- design exercise 6: Zero2Optimizer
+
+
+class _Keeper:
+    """An object holding a shard with a .grad, a view of it and an Adam over it (what a design may keep)."""
+
+    def __init__(self) -> None:
+        self.shard = torch.zeros(10)
+        self.view = self.shard[:4]
+        self.optimizer = torch.optim.Adam([self.shard])
+        self.shard.grad = torch.ones(10)
+        self.optimizer.step()
+
+
+def test_held_tensor_bytes_counts_reachable_tensors_their_grads_and_optimizer_state() -> None:
+    params = [torch.nn.Parameter(torch.zeros(6))]
+    params[0].grad = torch.ones(6)
+    kept = gs.held_tensor_bytes(_Keeper(), params)
+    assert kept == {"held": 4 * (10 + 10 + 2 * 10) + 4 * 6, "state": 4 * 2 * 10}  # step counters are 0-dim
+    params[0].grad = None
+    assert gs.held_tensor_bytes({"params": params, "alias": params[0].detach()}, params) == {"held": 0, "state": 0}
+
+
+def test_zero2_budgets() -> None:
+    adam, sgd, momentum = ("adam", {"lr": 0.1}), ("sgd", {"lr": 0.1}), ("sgd", {"lr": 0.1, "momentum": 0.9})
+    assert [gs.state_tensors_per_element(s) for s in (sgd, momentum, adam)] == [0, 1, 2]
+    assert gs.zero2_budget_bytes(244, 3, adam) == 4 * 82 * 4
+    assert gs.zero2_step_bytes_limit(244, 3) == pytest.approx(2 * 2 / 3 * 4 * 246 + 64)
+
+
+def _kept(held: int, state: int) -> dict:
+    return {"numel": 244, "held_bytes": [{"held": held, "state": state}]}
+
+
+def test_zero2_memory_check_names_the_mistakes() -> None:
+    adam = ("adam", {"lr": 0.1})
+    gs.assert_zero2_held_bytes([_kept(1312, 656)] * 3, adam, "ok")
+    with pytest.raises(AssertionError, match="cut through parameters"):
+        gs.assert_zero2_held_bytes([_kept(1024, 1024)] * 3, adam, "whole parameters")
+    with pytest.raises(AssertionError, match="p.grad = None"):
+        gs.assert_zero2_held_bytes([_kept(1960, 656)] * 3, adam, "full gradient kept")
+
+
+def _step_ledger(step: list[CollectiveRecord], ranks: tuple[int, ...] = (0, 1, 2)) -> Ledger:
+    barrier = CollectiveRecord(0, "barrier", "none", (), 0, ranks, 0.0, "")
+    return Ledger([[barrier, *step, barrier] for _ in ranks])
+
+
+def test_zero2_communication_check_names_the_mistakes() -> None:
+    ranks = (0, 1, 2)
+    rs = CollectiveRecord(1, "reduce_scatter_single", "float32", (246,), 246, ranks, 2 / 3 * 4 * 246, "SUM")
+    ag = CollectiveRecord(3, "all_gather_single", "float32", (82,), 246, ranks, 2 / 3 * 4 * 246, "")
+    scalar = CollectiveRecord(2, "all_reduce", "float32", (), 1, ranks, 2 * 2 / 3 * 4, "SUM")
+    gs.assert_zero2_communication(_step_ledger([rs, scalar, ag]), [0, 1, 2], 244, 1, "ok")
+    full = CollectiveRecord(1, "all_reduce", "float32", (246,), 246, ranks, 2 * 2 / 3 * 4 * 246, "SUM")
+    with pytest.raises(AssertionError, match="all-reduce of 246 elements"):
+        gs.assert_zero2_communication(_step_ledger([full, scalar, ag]), [0, 1, 2], 244, 1, "all-reduce")
+    objects = CollectiveRecord(3, "all_gather_object", "object", (), 0, ranks, 0.0, "")
+    with pytest.raises(AssertionError, match="pickles"):
+        gs.assert_zero2_communication(_step_ledger([rs, objects]), [0, 1, 2], 244, 1, "objects")
+    gather = CollectiveRecord(1, "all_gather_into_tensor", "float32", (246,), 738, ranks, 2 / 3 * 4 * 738, "")
+    with pytest.raises(AssertionError, match="ring bytes sent"):
+        gs.assert_zero2_communication(_step_ledger([gather, ag]), [0, 1, 2], 244, 1, "gather")
+    with pytest.raises(AssertionError, match="must not call barrier"):
+        gs.assert_zero2_communication(_step_ledger([rs, rs]), [0, 1, 2], 244, 2, "barriers")
+
+
 # --------------------------------------------------------------------------- stored results, figures, explorer
 
 

@@ -20,7 +20,9 @@ from autograder.lessons.costs import (adam_memory_bytes, ring_allgather_bytes, r
                                       ring_reduce_scatter_bytes)
 from autograder.plain import plain
 from helpers import grad_sharding
+from helpers.cluster import run
 from helpers.models import TinyMLP
+from helpers.reference import SameInit, make_batches, uneven_mlp
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
@@ -97,6 +99,63 @@ def assert_matches_replicated(results: Sequence[Any], numel: int) -> None:
     n = len(results)
     grad_sharding.assert_matches_replicated(plain(results, "the sharded step's results"),
                                             [owned_range(numel, n, r) for r in range(n)])
+
+
+# --------------------------------------------------------------------------- design exercise 6: Zero2Optimizer
+
+TIMEOUT_S = 30.0  # per distributed call of a hidden test
+ADAM = ("adam", {"lr": 0.02, "betas": (0.8, 0.99), "eps": 1e-6, "weight_decay": 0.05})
+MOMENTUM = ("sgd", {"lr": 0.05, "momentum": 0.9})
+SGD = ("sgd", {"lr": 0.1})
+Z_UNEVEN = "3 ranks, uneven MLP 5-8-3 (P = 161, one weight of 80), Adam, max_norm 0.3 (clips some steps)"
+Z_BIG = "4 ranks, TinyMLP 20-6-3 (P = 159, one weight of 120), SGD with momentum, max_norm 0.5 (clips every step)"
+Z_SUBGROUP = "subgroup [1, 2, 3] of 4 ranks, uneven MLP 5-11-3 (P = 251, one weight of 143), Adam, no clipping"
+Z_PLAIN = "4 ranks, TinyMLP 6-10-5 (P = 145, one weight of 60), SGD, max_norm 1000 (never reached)"
+ZERO2_CASES: dict[str, tuple[int, SameInit, grad_sharding.OptimizerSpec, float | None, tuple[int, ...],
+                             list[int] | None]] = {
+    # case: (world size, model_fn, optimizer spec, max_norm, make_batches arguments, subgroup ranks)
+    Z_UNEVEN: (3, SameInit(uneven_mlp, seed=111, kwargs={"freeze_first": False, "hidden": 8}), ADAM, 0.3,
+               (4, 12, 5, 3, 113), None),
+    Z_BIG: (4, SameInit(TinyMLP, seed=117, kwargs={"in_features": 20, "hidden": 6, "out_features": 3}), MOMENTUM,
+            0.5, (3, 16, 20, 3, 119), None),
+    Z_SUBGROUP: (4, SameInit(uneven_mlp, seed=131, kwargs={"freeze_first": False, "hidden": 11}), ADAM, None,
+                 (3, 12, 5, 3, 137), [1, 2, 3]),
+    Z_PLAIN: (4, SameInit(TinyMLP, seed=123, kwargs={"in_features": 6, "hidden": 10, "out_features": 5}), SGD,
+              1e3, (3, 16, 6, 5, 127), None),
+}
+
+
+def _zero2_case(optimizer_cls: Any, case: str) -> tuple[list[Any], Any, list[int], int]:
+    """Run ``case`` of :data:`ZERO2_CASES`; check the parameters after every step against float64 replicated
+    training computed here. Returns the members' results, the ledger, the members and the number of steps."""
+    world_size, model_fn, spec, max_norm, batch_args, ranks = ZERO2_CASES[case]
+    batches = make_batches(*batch_args)
+    out, ledger = run(grad_sharding.zero2_train_on_rank, optimizer_cls, model_fn, batches, spec, max_norm, ranks,
+                      world_size=world_size, timeout=TIMEOUT_S, ledger=True)
+    out = plain(out, "the per-rank results")
+    members = list(range(world_size)) if ranks is None else list(ranks)
+    outside = [r for r in range(world_size) if r not in members]
+    assert all(out[r] is None for r in outside), f"ranks {outside} are outside the group and must return None"
+    results = [out[r] for r in members]
+    numel = sum(p.numel() for p in model_fn().parameters())
+    assert all(r["numel"] == numel for r in results), "the driver's parameter count was changed"
+    grad_sharding.assert_zero2_training(results, grad_sharding.replicated_reference(model_fn, batches, spec,
+                                                                                    max_norm), case)
+    return results, ledger, members, len(batches)
+
+
+def check_zero2_training(optimizer_cls: Any, case: str) -> None:
+    """Case ``case``: after every step the parameters equal float64 replicated training's (clip + optimizer)."""
+    _zero2_case(optimizer_cls, case)
+
+
+def check_zero2_kept_and_sent(optimizer_cls: Any, case: str) -> None:
+    """Case ``case``: correct; after every step each rank keeps at most an equal share of state and
+    4 ceil(P/N) (2 + s) bytes in all; per step tensor collectives only, no all-reduce of more than one
+    element, at most one padded all-reduce's ring bytes (+ 64)."""
+    results, ledger, members, num_steps = _zero2_case(optimizer_cls, case)
+    grad_sharding.assert_zero2_held_bytes(results, ZERO2_CASES[case][2], case)
+    grad_sharding.assert_zero2_communication(ledger, members, results[0]["numel"], num_steps, case)
 
 
 STAGE_MISTAKES = ((1, "the gradient is still replicated (that is stage 1)"),
