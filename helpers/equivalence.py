@@ -204,6 +204,56 @@ def _copied(value: Any) -> Any:
     return value
 
 
+# --------------------------------------------------------------------------- a sharded layout (design exercise 6)
+
+FLAT = ("grad", "param", "exp_avg", "exp_avg_sq")
+"""Families a ZeRO-1-style run keeps as one flat buffer split across its ranks."""
+REPLICATED = ("loss", "clip_coef", "mask")
+"""Keys every rank of a sharded run holds a copy of."""
+Layout = list[tuple[str, list[int]]]
+
+
+def shard_size(layout: Layout, world_size: int) -> int:
+    """Elements of one rank's flat shard: ``ceil(P / world_size)`` for ``P`` elements in ``layout``."""
+    total = sum(torch.Size(shape).numel() for _, shape in layout)
+    return -(-total // world_size)
+
+
+def shard_update_state(state: dict[str, torch.Tensor], layout: Layout, world_size: int,
+                       padding: float = 0.0) -> list[dict[str, torch.Tensor]]:
+    """A replicated update state as a ZeRO-1-style run on ``world_size`` ranks holds it, one dict per rank.
+
+    For each family of :data:`FLAT`, the tensors of ``layout``'s parameters (in ``layout``'s
+    order) are flattened row-major and concatenated, padded with ``padding`` up to
+    ``world_size * shard_size(layout, world_size)`` elements and cut into equal consecutive
+    slices, rank ``r`` holding slice ``r`` under the family's name. Every rank holds a copy of
+    :data:`REPLICATED`, and ``"step"``: its own Adam counter, here the ``step/`` counter of the
+    first parameter it holds an element of (of the first parameter when it holds only padding).
+    """
+    size = shard_size(layout, world_size)
+    shards = [{key: state[key].clone() for key in REPLICATED} for _ in range(world_size)]
+    for family in FLAT:
+        flat = torch.cat([state[f"{family}/{name}"].flatten() for name, _ in layout])
+        flat = torch.cat([flat, flat.new_full((world_size * size - flat.numel(),), padding)])
+        for shard, piece in zip(shards, flat.split(size)):
+            shard[family] = piece.clone()
+    holders = _holders(layout, world_size)
+    for rank, shard in enumerate(shards):
+        held = [name for name, _ in layout if rank in holders[name]] or [layout[0][0]]
+        shard["step"] = state[f"step/{held[0]}"].clone()
+    return shards
+
+
+def _holders(layout: Layout, world_size: int) -> dict[str, list[int]]:
+    """``{name: the ranks whose flat shard holds an element of that parameter}`` (see :func:`shard_update_state`)."""
+    size, start, holders = shard_size(layout, world_size), 0, {}
+    for name, shape in layout:
+        end = start + torch.Size(shape).numel()
+        holders[name] = list(range(start // size, -(-end // size))) if end > start else []
+        start = end
+    return holders
+
+
 # --------------------------------------------------------------------------- single-process runs
 
 

@@ -416,10 +416,10 @@ def plot_error_vs_tolerance(zoo: Mapping[str, Any], runs: Sequence[str],
 def plot_checker_verdicts(data: Mapping[str, Any], title: str | None = None) -> Figure:
     """Rows: checkers; columns: runs; each cell the checker's verdict under each kernel set, red when wrong.
 
-    ``data`` is ``load("09_checker_verdicts")``: verdicts under this CPU's kernels and under
+    ``data`` is ``load("09_checker_verdicts")``: verdicts under the native kernels of the CPU that stored them and under
     portable ones (``data["kernels"]``). A cell reads ``FAIL@k`` (rejected at step ``k``) or
     ``pass``; green when it agrees with ``data["broken"]`` under every kernel set, red when it
-    is wrong under every one, amber (both verdicts, ``this CPU | portable``) when the kernels
+    is wrong under every one, amber (both verdicts, ``native | portable``) when the kernels
     disagree. A dotted frame marks verdicts decided by a key near its tolerance
     (``data["near_tolerance"]``): another CPU may give the other verdict. The figure's
     ``wrong_counts`` holds ``{checker: verdicts wrong under some kernel set}``.
@@ -455,7 +455,7 @@ def plot_checker_verdicts(data: Mapping[str, Any], title: str | None = None) -> 
     ax.set_ylabel("checker")
     for spine in ax.spines.values():
         spine.set_visible(False)
-    names = " | ".join(f"{k['capability']} kernels" + (" (portable)" if k["env"] else " (this CPU)") for k in kernels)
+    names = " | ".join("portable kernels" if k["env"] else "native kernels" for k in kernels)
     ax.set_title(title or ("Verdicts over all steps (FAIL@k: rejected at step k); red: wrong, amber: the kernels "
                            f"disagree ({names}); dotted: decided near the tolerance"), fontsize=9)
     fig.wrong_counts = dict(zip(checkers, wrong_counts))

@@ -449,3 +449,63 @@ def test_compare_check_names_nan_and_inexact_step_counters() -> None:
 
     with pytest.raises(AssertionError, match="Step counters compare exactly"):
         R.assert_compare(allclose_steps, R.synthetic_cases())
+
+
+# --------------------------------------------------------------------------- design exercise 6: a sharded layout
+
+
+def test_shard_update_state_is_the_documented_layout(reference) -> None:
+    state, world = reference[0], 3
+    layout = R._layout(state, [5, 3, 1, 0, 2, 4])
+    shards = E.shard_update_state(state, layout, world, padding=7.0)
+    size = E.shard_size(layout, world)
+    assert size == -(-sum(torch.Size(s).numel() for _, s in layout) // world) and all(
+        shard[f].shape == (size,) for shard in shards for f in E.FLAT)
+    flat = torch.cat([shard["param"] for shard in shards])
+    assert torch.equal(flat[:4], state["param/fc2.bias"]) and bool((flat[244:] == 7.0).all())
+    holders = E._holders(layout, world)
+    assert holders["fc2.bias"] == [0] and sorted({r for ranks in holders.values() for r in ranks}) == [0, 1, 2]
+    assert all(torch.equal(shard["loss"], state["loss"]) for shard in shards)
+
+
+def test_sharded_check_accepts_the_references_and_names_each_break(reference, tolerances, zoo) -> None:
+    """The designs' contract on the reference: correct sharded runs pass, each sharded break is named exactly,
+    and zoo runs give the replicated checker's keys."""
+    for world, order in ((3, [5, 3, 1, 0, 2, 4]), (4, [2, 0, 1, 5, 4, 3])):
+        cases = R.sharded_cases(reference[1], zoo["zero1_bf16_autocast"][1][1], tolerances[torch.bfloat16], world,
+                                order)
+        verdicts = {what.split(" (")[0]: R.compare_sharded(r, s, lay, t) for what, r, s, lay, t in cases}
+        assert not any(v for what, v in verdicts.items() if "correct" in what or what.startswith("the reference"))
+        assert verdicts["rank 1 reports its own loss, 1% off, not the global one"] == ["loss"]
+        assert all(k.startswith("step/") for k in verdicts[f"rank {world - 1}'s step counter one too high"])
+        R.assert_sharded(R.compare_sharded, cases)
+    for what, r, shards, layout, t in R.zoo_sharded_cases(reference, tolerances, zoo, 4, [1, 0, 3, 2, 5, 4]):
+        name, step = what.split("'")[1], int(what.split("step ")[1].split(" ")[0])
+        assert R.compare_sharded(r, shards, layout, t) == R.compare_update_states(r, zoo[name][1][step], t)
+
+
+def test_sharded_check_catches_a_per_piece_comparison(reference, tolerances) -> None:
+    """The outlier case is a false alarm for a checker that judges each rank's piece alone."""
+    def per_piece(r, shards, layout, t):
+        size, start, bad = E.shard_size(layout, len(shards)), 0, set()
+        flat = torch.cat([s["param"] for s in shards])
+        for name, shape in layout:
+            count, key = torch.Size(shape).numel(), f"param/{name}"
+            ref = r[key].flatten()
+            for lo in range(start - start % size, start + count, size):
+                a, b = max(lo, start), min(lo + size, start + count)
+                if not (flat[a:b] - ref[a - start:b - start]).norm() <= t[key] * ref[a - start:b - start].norm():
+                    bad.add(key)
+            start += count
+        return sorted(bad)
+    cases = [c for c in R.sharded_cases(reference[0], reference[0], tolerances[torch.float32], 4, [2, 0, 1, 5, 4, 3])
+             if c[0].startswith("the reference")]
+    with pytest.raises(AssertionError, match="false alarm"):
+        R.assert_sharded(per_piece, cases)
+
+
+def test_stored_checker_verdicts_name_no_machine() -> None:
+    """What the CPU that ran `store` was (torch's capability name) is not stored: `store` on another CPU would
+    rewrite it while `store --check` calls the file in sync."""
+    data = load("09_checker_verdicts")
+    assert all(set(kernels) == {"env", "verdicts"} for kernels in data["kernels"])
