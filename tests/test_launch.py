@@ -25,6 +25,7 @@ LESSONS = {
     "06_gradient_sharding": "rs_sum_no_normalize",
     "07_parameter_sharding": "unit_sum_not_mean",
     "08_prefetching": "plan_peak_without_shards",
+    "10_worker_failure": "resume_never_loads",
 }
 RUN_S = 300  # a hang guard for one launch, not a speed limit
 
@@ -147,3 +148,11 @@ def test_print_command_shows_torchrun(tmp_path):
     assert proc.returncode == 0
     assert "torch.distributed.run --standalone --nproc-per-node=4" in proc.stdout
     assert "-m helpers.launch.l06" in proc.stdout and proc.stdout.rstrip().endswith("--steps 8")
+
+
+def test_lesson_10_events_are_ordered_by_attempt_and_rank() -> None:
+    from helpers.launch import l10
+
+    stdout = "noise\n[attempt 1, rank 0] b\n[attempt 0, rank 1] a\n[attempt 0, rank 0] c\n[attempt 0, rank 1] d\n"
+    assert l10.events(stdout) == ["[attempt 0, rank 0] c", "[attempt 0, rank 1] a", "[attempt 0, rank 1] d",
+                                  "[attempt 1, rank 0] b"]

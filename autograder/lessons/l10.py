@@ -37,9 +37,11 @@ import math
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -56,6 +58,8 @@ from helpers.cluster import ClusterError, rank_seed, run
 from helpers.data import tensors_to_json
 from helpers.reference import SameInit, state_of
 from helpers.remote import call
+
+ROOT = Path(__file__).resolve().parents[2]  # the course root, where python -m helpers.launch runs
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
@@ -822,27 +826,28 @@ def uneven_flag_run() -> dict[str, Any]:
             "collectives_per_rank": [ledger.count(rank=k) for k in range(len(counts))]}
 
 
-TORCHRUN_FAULT = "kill:1:batch:3"
+TORCHRUN_COMMAND = "python -m helpers.launch release/10_worker_failure/10_worker_failure.ipynb --nproc-per-node 2"
 
 
 def torchrun_log() -> dict[str, Any]:
-    """The torchrun script's log when rank 1 is killed at its 3rd batch (2 workers, 1 restart), and the
-    final lines of an uninterrupted run of the same script."""
-    from autograder import torchrun_restart
+    """The lesson's torchrun script run on the source notebook's solutions by the student's command (2 workers,
+    rank 1 killed at its 3rd batch, 1 restart): its event lines, the uninterrupted reference's, and the verdict."""
+    from autograder.course import source_notebook
+    from helpers.launch import l10 as script
 
-    runs = {}
-    for name, fault, restarts in (("killed", TORCHRUN_FAULT, 1), ("uninterrupted", None, 0)):
-        with _Scratch() as directory:
-            runs[name] = torchrun_restart.launch(os.path.join(directory, "ckpt"), os.path.join(directory, "out"),
-                                                 fault=fault, max_restarts=restarts)
-    return {"fault": TORCHRUN_FAULT, "exit_code": runs["killed"].returncode,
-            "lines": torchrun_restart.events(runs["killed"].stdout),
-            "uninterrupted_lines": [line for line in torchrun_restart.events(runs["uninterrupted"].stdout)
-                                    if "finished" in line]}
+    with _Scratch() as directory:
+        proc = subprocess.run([sys.executable, "-m", "helpers.launch", str(source_notebook("10_worker_failure")),
+                               "--nproc-per-node", "2", "--workdir", directory],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = script.events(proc.stdout)
+    return {"command": TORCHRUN_COMMAND, "exit_code": proc.returncode,
+            "lines": [line for line in lines if "uninterrupted" not in line],
+            "uninterrupted_lines": [line for line in lines if "uninterrupted" in line],
+            "verdict": next((line for line in proc.stdout.splitlines() if "EQUAL to" in line), "")}
 
 
 # The log's hash of float32 parameters differs between CPUs; within one run the killed and the
-# uninterrupted runs' hashes agree (tests/test_torchrun.py), which is what the chapter shows.
+# uninterrupted runs' hashes agree (helpers/launch/l10.py compares them), which is what the chapter shows.
 STORED_ROUNDING = {"10_torchrun_log": Rounding(masked=r"sha256 [0-9a-f]+")}
 STORED = {
     lesson.STORED_REFERENCES: visible_references,

@@ -71,9 +71,10 @@ def check_source(source: str, needs: Sequence[str]) -> None:
                           f"NotImplementedError); this lesson's script needs {', '.join(needs)}")
 
 
-def script_needs(script: Path) -> tuple[str, ...]:
-    """A lesson script's ``NEEDS`` (the student's names it calls), read without importing the script."""
+def script_constant(script: Path, name: str, default: object = None) -> object:
+    """A lesson script's top-level constant ``name`` (e.g. ``NEEDS``, the student's names it calls), read
+    without importing the script."""
     for node in ast.parse(script.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NEEDS" for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    raise ValueError(f"{script} has no NEEDS = (...) of the student's names it calls")
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    return default

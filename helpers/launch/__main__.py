@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from helpers.launch import MISSING, VERDICT_FILE, MissingCode, check_source, script_needs
+from helpers.launch import MISSING, VERDICT_FILE, MissingCode, check_source, script_constant
 
 ROOT = Path(__file__).resolve().parents[2]  # the course (or student copy) root, which holds helpers/
 IMPORTS_GRADE_ID = "imports"
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     script = script_of(lesson)
     source = student_source(nbformat.read(notebook_path, as_version=4))
     try:
-        check_source(source, script_needs(script))
+        check_source(source, script_constant(script, "NEEDS", ()))
     except MissingCode as exc:
         raise LaunchError(str(exc)) from None
     if args.backend == "nccl" and not cuda_available():
@@ -119,9 +120,11 @@ def run(args: argparse.Namespace) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     student = workdir / f"student_{notebook_path.stem}.py"
     student.write_text(source, encoding="utf-8")
-    out = workdir / "out"
-    out.mkdir(exist_ok=True)
-    (out / VERDICT_FILE).unlink(missing_ok=True)
+    out = workdir / "out"  # the verdict, and what the script writes (lesson 10: its checkpoints)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    if args.max_restarts is None:
+        args.max_restarts = script_constant(script, "MAX_RESTARTS", 0)
     command = torchrun_command(f"helpers.launch.l{lesson}", student, out, args)
     if args.print_command:
         print(shlex.join(command))
@@ -160,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="machines: run the same command on each, with the same --rdzv-endpoint and --rdzv-id")
     p.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous (with --nnodes above 1)")
     p.add_argument("--rdzv-id", default="course", help="one id per job, the same on every node (default: course)")
-    p.add_argument("--max-restarts", type=int, default=0,
-                   help="torchrun restarts the whole group up to this many times (default 0)")
+    p.add_argument("--max-restarts", type=int,
+                   help="torchrun restarts the whole group up to this many times (default: the lesson script's "
+                        "MAX_RESTARTS, else 0)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a rank waits in one collective (default 60)")
     p.add_argument("--limit", type=float, default=RUN_LIMIT_S,
                    help=f"seconds for the whole run (default {RUN_LIMIT_S})")
