@@ -8,7 +8,8 @@ started here keep every core busy; they are stopped afterwards. Exit status 1 if
 score differs between the passes. ``--loaded-only`` skips pass 1 and compares pass 2
 with full marks, the idle score of every source (``python -m autograder check`` grades
 each source twice and requires full marks; ``make test`` runs both). ``--write-budgets``
-stores pass 1's per-cell wall times in ``autograder/cell_seconds.json``, the measured
+stores pass 1's per-cell wall times in ``autograder/cell_seconds.json`` (replacing those of the
+assignments graded, keeping the others'), the measured
 need the grader's per-cell time limits are budgeted from (:mod:`autograder.budget`).
 Prints one line per grading and the total duration.
 """
@@ -100,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         idle = grade_all(names, "idle")
     if args.write_budgets:
         measured = {name: {c.grade_id: round(c.seconds, 2) for c in r.cells} for name, r in idle.items()}
-        SECONDS_FILE.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        kept = json.loads(SECONDS_FILE.read_text(encoding="utf-8")) if SECONDS_FILE.is_file() else {}
+        kept = {name: cells for name, cells in kept.items() if name in list_assignments()}  # other assignments'
+        SECONDS_FILE.write_text(json.dumps({**kept, **measured}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     with busy_cores(args.busy):
         loaded = grade_all(names, "loaded")
     found = differences(full_marks(names) if args.loaded_only else cell_scores(idle), loaded)
