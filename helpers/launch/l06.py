@@ -1,27 +1,25 @@
-"""Lesson 06 under torchrun: ZeRO-2 training with your gradient-sharding functions.
+"""Lesson 06 under torchrun: ZeRO-2 training with your Zero2Optimizer, against PyTorch's DDP.
 
     python -m helpers.launch release/06_gradient_sharding/06_gradient_sharding.ipynb --nproc-per-node 2
 
-Every rank builds the same TinyMLP and trains it for ``--steps`` SGD steps on its shard of each
-batch: the flat local gradient goes through your ``reduce_scatter_gradients``, your
-``sharded_clip_grad_norm_`` clips the owned shard by the global norm, the rank updates the
-parameters of its ``owned_range`` and an all-gather of the updated slices gives every rank the
-whole model again. The reference is PyTorch's own: ``DistributedDataParallel`` with
-``torch.nn.utils.clip_grad_norm_`` and ``torch.optim.SGD``, trained on the same shards.
+Every rank builds the same TinyMLP and trains it with your ``Zero2Optimizer`` around SGD with
+momentum, clipping by ``max_norm``, on its rows of each batch. The reference is PyTorch's own:
+``DistributedDataParallel`` with ``torch.nn.utils.clip_grad_norm_`` and the same SGD, trained on the
+same rows. The report adds the bytes your optimizer object holds after training (its share of the
+gradient and of the momentum: ZeRO-2 keeps about 2 x ceil(P / N) float32 elements per rank).
 """
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.nn.utils import parameters_to_vector
 
 from helpers.launch.worker import Context, Outcome, worker
 from helpers.models import TinyMLP, make_regression_batch, shard_batch
 
-NEEDS = ("owned_range", "reduce_scatter_gradients", "sharded_clip_grad_norm_")
-LR, MAX_NORM, SEED = 0.1, 1.3, 6  # the gradient norm is about 1.2-1.4: some steps are clipped, some not
+NEEDS = ("Zero2Optimizer",)
+LR, MOMENTUM, MAX_NORM, SEED = 0.1, 0.9, 1.3, 6  # the gradient norm is about 1.2-1.4: some steps are clipped
 TOLERANCE = 1e-5  # float32, summed in a different order than DDP's buckets
 
 
@@ -29,26 +27,28 @@ def add_arguments(p) -> None:
     p.add_argument("--steps", type=int, default=4, help="SGD steps (default 4)")
 
 
-def zero2_step(student, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: Context) -> int:
-    """One ZeRO-2 SGD step with the student's functions; returns the bytes of gradient this rank keeps."""
-    model.zero_grad()
-    xs, ys = shard_batch(x, y, ctx.rank, ctx.world_size)
-    F.mse_loss(model(xs), ys).backward()
-    flat_grad = parameters_to_vector([p.grad for p in model.parameters()])
-    shard = student.reduce_scatter_gradients(flat_grad)
-    student.sharded_clip_grad_norm_([shard], MAX_NORM)
-    numel = flat_grad.numel()
-    start, stop = student.owned_range(numel, ctx.world_size, ctx.rank)
-    flat = parameters_to_vector(model.parameters()).detach()
-    size = shard.numel()
-    mine = torch.zeros(size, dtype=flat.dtype, device=flat.device)
-    mine[: stop - start] = flat[start:stop] - LR * shard[: stop - start]
-    gathered = torch.empty(size * ctx.world_size, dtype=flat.dtype, device=flat.device)
-    dist.all_gather_single(gathered, mine)
-    vector_to_parameters(gathered[:numel], model.parameters())
-    for p in model.parameters():
-        p.grad = None
-    return size * shard.element_size()
+def sgd(tensors: list[torch.Tensor]) -> torch.optim.Optimizer:
+    return torch.optim.SGD(tensors, lr=LR, momentum=MOMENTUM)
+
+
+def tensor_bytes(obj: object, seen: set[int] | None = None) -> int:
+    """Bytes of the distinct storages of the tensors ``obj`` reaches through attributes, dicts, lists and tuples."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        storage = obj.untyped_storage()
+        if storage.data_ptr() in seen or obj.dim() == 0:
+            return 0
+        seen.add(storage.data_ptr())
+        return storage.nbytes()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple, set)):
+        return sum(tensor_bytes(v, seen) for v in obj)
+    if isinstance(obj, torch.optim.Optimizer):
+        return tensor_bytes(obj.state_dict()["state"], seen)
+    if hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type)):
+        return tensor_bytes(vars(obj), seen)
+    return 0
 
 
 def main(student, ctx: Context) -> Outcome:
@@ -58,26 +58,34 @@ def main(student, ctx: Context) -> Outcome:
     with ctx.not_recorded():
         reference = DistributedDataParallel(TinyMLP().to(ctx.device),
                                             device_ids=[ctx.local_rank] if ctx.backend == "nccl" else None)
-    sgd = torch.optim.SGD(reference.parameters(), lr=LR)
-    kept, clipped = 0, 0
+    reference_sgd = sgd(list(reference.parameters()))
+    parameters = list(model.parameters())
+    zero2 = student.Zero2Optimizer(parameters, sgd, max_norm=MAX_NORM)
+    clipped = 0
     for step in range(ctx.args.steps):
-        x, y = (t.to(ctx.device) for t in make_regression_batch(4 * ctx.world_size, seed=100 + step))
-        kept = zero2_step(student, model, x, y, ctx)
+        x, y = make_regression_batch(4 * ctx.world_size, seed=100 + step)
+        xs, ys = (t.to(ctx.device) for t in shard_batch(x, y, ctx.rank, ctx.world_size))
+        zero2.zero_grad()
+        F.mse_loss(model(xs), ys).backward()
+        zero2.step()
         with ctx.not_recorded():
-            sgd.zero_grad()
-            xs, ys = shard_batch(x, y, ctx.rank, ctx.world_size)
+            reference_sgd.zero_grad()
             F.mse_loss(reference(xs), ys).backward()
             clipped += int(torch.nn.utils.clip_grad_norm_(reference.parameters(), MAX_NORM) > MAX_NORM)
-            sgd.step()
+            reference_sgd.step()
     with torch.no_grad():
-        diff = (parameters_to_vector(model.parameters()) - parameters_to_vector(reference.parameters())).abs().max()
-        scale = parameters_to_vector(reference.parameters()).abs().max()
-    held = kept + sum(p.numel() * p.element_size() for p in model.parameters())
-    return Outcome(equal=bool(diff <= TOLERANCE * scale), reference="DDP + clip_grad_norm_ + SGD (PyTorch)",
-                   detail=f"after {ctx.args.steps} steps, max |parameter difference| {float(diff):.2e} "
-                          f"(tolerance {TOLERANCE:g} x {float(scale):.2f})",
-                   held_bytes=held, notes=[f"clipped on {clipped} of {ctx.args.steps} steps (max_norm {MAX_NORM:g})",
-                          "held: the full parameters and the owned gradient shard"])
+        expected = parameters_to_vector(reference.parameters())
+        diff = float((parameters_to_vector(model.parameters()) - expected).abs().max())
+        scale = float(expected.abs().max())
+    numel = sum(p.numel() for p in parameters)
+    share = -(-numel // ctx.world_size)
+    return Outcome(equal=diff <= TOLERANCE * scale, reference="DDP + clip_grad_norm_ + SGD with momentum (PyTorch)",
+                   detail=f"after {ctx.args.steps} steps, max |parameter difference| {diff:.2e} "
+                          f"(tolerance {TOLERANCE:g} x {scale:.2f})",
+                   held_bytes=tensor_bytes(zero2, {p.untyped_storage().data_ptr() for p in parameters}),
+                   notes=[f"clipped on {clipped} of {ctx.args.steps} steps (max_norm {MAX_NORM:g})",
+                          f"held: the tensors your optimizer object keeps, besides the parameters; ZeRO-2's share "
+                          f"of gradient and momentum is 2 x 4 x ceil({numel}/{ctx.world_size}) = {8 * share} bytes"])
 
 
 if __name__ == "__main__":
