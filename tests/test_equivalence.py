@@ -479,6 +479,7 @@ def test_sharded_check_accepts_the_references_and_names_each_break(reference, to
         assert verdicts["rank 1 reports its own loss, 1% off, not the global one"] == ["loss"]
         assert all(k.startswith("step/") for k in verdicts[f"rank {world - 1}'s step counter one too high"])
         R.assert_sharded(R.compare_sharded, cases)
+    R.assert_sharded(R.compare_sharded, R.sharded_cases(*R.other_model(3), 4, [4, 2, 0, 3, 1]))
     for what, r, shards, layout, t in R.zoo_sharded_cases(reference, tolerances, zoo, 4, [1, 0, 3, 2, 5, 4]):
         name, step = what.split("'")[1], int(what.split("step ")[1].split(" ")[0])
         assert R.compare_sharded(r, shards, layout, t) == R.compare_update_states(r, zoo[name][1][step], t)

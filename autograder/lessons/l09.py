@@ -621,6 +621,24 @@ def sharded_cases(reference: State, correct: State, tolerances: dict[str, float]
              tolerances) for what, shards in cases]
 
 
+def other_model(seed: int) -> tuple[State, State, dict[str, float]]:
+    """``(reference, a correct run's state, tolerances)`` of a model the notebook never shows (other names and
+    sizes, 45 elements): random float64 values, the correct run off by about a tenth of each key's tolerance."""
+    g = torch.Generator().manual_seed(seed)
+    shapes = {"embed.weight": (7, 3), "embed.bias": (7,), "head.weight": (2, 7), "head.bias": (2,), "gain": (1,)}
+    reference: State = {"loss": torch.rand((), generator=g, dtype=torch.float64) + 0.5,
+                        "clip_coef": torch.tensor(0.8, dtype=torch.float64), "mask": torch.rand(10, generator=g) > 0.3}
+    for family in eq.FLAT:
+        for name, shape in shapes.items():
+            value = torch.randn(shape, generator=g, dtype=torch.float64)
+            reference[f"{family}/{name}"] = value * value if family == "exp_avg_sq" else value
+    reference |= {f"step/{name}": torch.tensor(1000.0 + seed, dtype=torch.float64) for name in shapes}
+    tolerances = {k: 1e-3 * (1 + i % 3) for i, (k, v) in enumerate(reference.items()) if not _exact(k, v)}
+    correct = {k: v * (1 + 0.1 * tolerances[k] * torch.randn(v.shape, generator=g, dtype=v.dtype)) if k in tolerances
+               else v.clone() for k, v in reference.items()}
+    return reference, correct, tolerances
+
+
 def _near(reference: State, shards: Sequence[State], layout: eq.Layout, tolerances: dict[str, float]) -> set[str]:
     """Keys whose ratio lies within :data:`MARGIN` of 1: another CPU may put them on the other side."""
     return {k for k, ratio in sharded_ratios(reference, shards, layout, tolerances).items()
