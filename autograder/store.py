@@ -114,7 +114,8 @@ def encode(data: Any) -> str:
 
 
 def store(check: bool = False) -> list[str]:
-    """Write every stored result; with ``check`` write nothing and return the stale names."""
+    """Write every stored result that is missing or disagrees with a fresh one beyond its rounding; with
+    ``check`` write nothing and return the stale names."""
     stale = []
     wanted, rounding = producers(), roundings()
     for name, producer in sorted(wanted.items()):
@@ -128,7 +129,9 @@ def store(check: bool = False) -> list[str]:
                               rounding.get(name, Rounding()))
                 if where:
                     stale.append(f"{name} (differs at {where})")
-        else:
+        elif not path.is_file() or agree(json.loads(path.read_text(encoding="utf-8")), json.loads(text),
+                                         rounding.get(name, Rounding())):
+            # a result that agrees within its rounding is kept: another CPU's last digits are not a change
             STORED_DIR.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     for path in sorted(STORED_DIR.glob("*.json")):

@@ -146,7 +146,7 @@ def design_exercises(nb) -> dict[str, tuple[int, int]]:
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_design_exercises_have_several_correct_designs(assignment: str) -> None:
-    """Each design exercise is worth at least 30% of its assignment, and at least two designs
+    """Every assignment has a design exercise, worth at least 30% of its points together, and at least two designs
     besides the source's (autograder/designs/, graded by the course check) must earn full marks."""
     nb = nbformat.read(source_notebook(assignment), as_version=4)
     exercises = design_exercises(nb)
@@ -154,10 +154,10 @@ def test_design_exercises_have_several_correct_designs(assignment: str) -> None:
     for design in designs:
         assert design.assignment == assignment, design.path
         assert design.grade_id in exercises, f"{design.path.name}: {design.grade_id} is not a design exercise's cell"
-    if exercises:
-        points = sum(p for p, _ in exercises.values())
-        total = next(iter(exercises.values()))[1]
-        assert points >= 0.3 * total, f"{assignment}: design exercises are worth {points} of {total} points"
+    assert exercises, f"{assignment} has no design exercise (a heading '## Design exercise N: ...')"
+    points = sum(p for p, _ in exercises.values())
+    total = next(iter(exercises.values()))[1]
+    assert points >= 0.3 * total, f"{assignment}: design exercises are worth {points} of {total} points"
     for grade_id in exercises:
         named = [d for d in designs if d.grade_id == grade_id]
         assert len(named) >= 2, f"{assignment}: design exercise {grade_id} has {len(named)} alternative designs"
