@@ -5,8 +5,8 @@
 Every rank builds the same TinyMLP and trains it with your ``Zero2Optimizer`` around SGD with
 momentum, clipping by ``max_norm``, on its rows of each batch. The reference is PyTorch's own:
 ``DistributedDataParallel`` with ``torch.nn.utils.clip_grad_norm_`` and the same SGD, trained on the
-same rows. The report adds the bytes your optimizer object holds after training (its share of the
-gradient and of the momentum: ZeRO-2 keeps about 2 x ceil(P / N) float32 elements per rank).
+same rows. The report adds the bytes your optimizer object holds after training, as the exercise
+measures them (``helpers.grad_sharding.held_tensor_bytes``).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.nn.utils import parameters_to_vector
 
+from helpers.grad_sharding import held_tensor_bytes
 from helpers.launch.worker import Context, Outcome, worker
 from helpers.models import TinyMLP, make_regression_batch, shard_batch
 
@@ -29,26 +30,6 @@ def add_arguments(p) -> None:
 
 def sgd(tensors: list[torch.Tensor]) -> torch.optim.Optimizer:
     return torch.optim.SGD(tensors, lr=LR, momentum=MOMENTUM)
-
-
-def tensor_bytes(obj: object, seen: set[int] | None = None) -> int:
-    """Bytes of the distinct storages of the tensors ``obj`` reaches through attributes, dicts, lists and tuples."""
-    seen = set() if seen is None else seen
-    if isinstance(obj, torch.Tensor):
-        storage = obj.untyped_storage()
-        if storage.data_ptr() in seen or obj.dim() == 0:
-            return 0
-        seen.add(storage.data_ptr())
-        return storage.nbytes()
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(v, seen) for v in obj.values())
-    if isinstance(obj, (list, tuple, set)):
-        return sum(tensor_bytes(v, seen) for v in obj)
-    if isinstance(obj, torch.optim.Optimizer):
-        return tensor_bytes(obj.state_dict()["state"], seen)
-    if hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type)):
-        return tensor_bytes(vars(obj), seen)
-    return 0
 
 
 def main(student, ctx: Context) -> Outcome:
@@ -82,10 +63,11 @@ def main(student, ctx: Context) -> Outcome:
     return Outcome(equal=diff <= TOLERANCE * scale, reference="DDP + clip_grad_norm_ + SGD with momentum (PyTorch)",
                    detail=f"after {ctx.args.steps} steps, max |parameter difference| {diff:.2e} "
                           f"(tolerance {TOLERANCE:g} x {scale:.2f})",
-                   held_bytes=tensor_bytes(zero2, {p.untyped_storage().data_ptr() for p in parameters}),
+                   held_bytes=held_tensor_bytes(zero2, parameters)["held"],
                    notes=[f"clipped on {clipped} of {ctx.args.steps} steps (max_norm {MAX_NORM:g})",
-                          f"held: the tensors your optimizer object keeps, besides the parameters; ZeRO-2's share "
-                          f"of gradient and momentum is 2 x 4 x ceil({numel}/{ctx.world_size}) = {8 * share} bytes"])
+                          f"held: the tensors your optimizer object keeps besides the parameters, as the exercise "
+                          f"measures them; ZeRO-2's share of a master slice, its gradient and momentum is "
+                          f"3 x 4 x ceil({numel}/{ctx.world_size}) = {12 * share} bytes"])
 
 
 if __name__ == "__main__":

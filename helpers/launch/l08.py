@@ -9,7 +9,8 @@ memory budget, and returns a depth; your ``prefetching_forward`` then runs at th
 all-gather completing only when waited on (``SlowNetwork``). It is equal when the output is the
 unsharded model's, the peak of allocated bytes a storage meter measures is the planned peak and
 within the budget, and the seconds your ``blocked_waiting_s`` finds blocked in ``wait()`` on the
-modelled clock are the planned exposed communication.
+modelled clock are the planned exposed communication. It runs on gloo even where CUDA is available:
+its subject is the plan and the modelled clock, and ``PrefetchUnit`` keeps its tensors on the CPU.
 """
 from __future__ import annotations
 
@@ -60,4 +61,4 @@ def main(student, ctx: Context) -> Outcome:
                           f"{blocked:g} s in wait() (modelled clock, your blocked_waiting_s)"])
 
 if __name__ == "__main__":
-    worker(main, NEEDS, __doc__.splitlines()[0], add_arguments)
+    worker(main, NEEDS, __doc__.splitlines()[0], add_arguments, backend="gloo")

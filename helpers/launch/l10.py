@@ -12,7 +12,9 @@ weights than the first attempt's (``helpers.restart.as_restart``), so only a che
 loaded makes it end like an uninterrupted run. The reference: after finishing, every worker runs
 the same job again from the first attempt's seeds and weights, never interrupted, in a directory of
 its own; the two runs' parameters, optimizer state, data cursor and next random draws must be
-bit-identical. Each worker prints one line per event (``[attempt a, rank r] ...``).
+bit-identical. Each worker prints one line per event (``[attempt a, rank r] ...``). It runs on gloo
+even where CUDA is available: its subject is the restart, and the lesson's model and data stream
+live on the CPU.
 """
 from __future__ import annotations
 
@@ -113,4 +115,4 @@ def main(student, ctx: Context) -> Outcome:
 
 
 if __name__ == "__main__":
-    worker(main, NEEDS, __doc__.splitlines()[0], add_arguments)
+    worker(main, NEEDS, __doc__.splitlines()[0], add_arguments, backend="gloo")

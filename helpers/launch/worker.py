@@ -135,8 +135,12 @@ def _report(outcomes: list[dict[str, Any]], ledgers: list[list[CollectiveRecord]
 
 
 def worker(main: Callable[[ModuleType, Context], Outcome], needs: Sequence[str], description: str,
-           add_arguments: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
-    """Run a lesson script's ``main(student, context)`` on this torchrun worker and report to rank 0."""
+           add_arguments: Callable[[argparse.ArgumentParser], None] | None = None, backend: str | None = None) -> None:
+    """Run a lesson script's ``main(student, context)`` on this torchrun worker and report to rank 0.
+
+    ``backend``: the one this script always uses, whatever ``--backend`` says (lessons 08 and 10 run on
+    gloo: their subject is a modelled clock and a restart, and their drivers keep tensors on the CPU).
+    """
     p = parser(description)
     if add_arguments:
         add_arguments(p)
@@ -153,7 +157,7 @@ def worker(main: Callable[[ModuleType, Context], Outcome], needs: Sequence[str],
             print(f"error: {exc}", file=sys.stderr, flush=True)
         sys.exit(MISSING)
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    backend, device = backend_and_device(args.backend, local_rank)
+    backend, device = backend_and_device(backend or args.backend, local_rank)
     torch.set_num_threads(1)
     dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout),
                             device_id=device if backend == "nccl" else None)
