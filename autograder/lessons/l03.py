@@ -461,7 +461,8 @@ EXPLORER_GRID = {
 
 
 def stored_explorer() -> dict[str, Any]:
-    """§3.5: tail and first start for every cap, first cap and network of :data:`EXPLORER_GRID` (seconds)."""
+    """The explorer of optional section 3.E: tail and first start for every cap, first cap and network of
+    :data:`EXPLORER_GRID` (seconds)."""
     from helpers.bucket_plots import synthetic_layers
     model = SYNTHETIC_MODEL
     sizes, ready = synthetic_layers(**model)
