@@ -107,7 +107,7 @@ def backend_and_device(choice: str, local_rank: int) -> tuple[str, torch.device]
 def student_frames(exc: BaseException, student_file: str) -> str:
     """The traceback of ``exc`` cut to the frames of the student's module (all frames if none is)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    own = [f for f in frames if os.path.samefile(f.filename, student_file)] if os.path.exists(student_file) else []
+    own = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(student_file)]
     shown = traceback.format_list(own or frames)
     return "".join(shown) + "".join(traceback.format_exception_only(type(exc), exc))
 
