@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 
 from helpers.launch.worker import Context, Outcome, worker
 from helpers.models import BatchNormMLP, make_regression_batch, shard_batch
@@ -45,9 +44,8 @@ def train(wrap, ctx: Context) -> tuple[dict[str, torch.Tensor], int]:
 
 def main(student, ctx: Context) -> Outcome:
     mine, held = train(student.ReplicatedModel, ctx)
-    device_ids = [ctx.local_rank] if ctx.backend == "nccl" else None
     with ctx.not_recorded():
-        expected, _ = train(lambda m: DistributedDataParallel(m, device_ids=device_ids), ctx)
+        expected, _ = train(ctx.ddp, ctx)
     wrong = [name for name in expected if not torch.allclose(mine[name], expected[name], atol=ATOL, rtol=RTOL)]
     worst = max(float((mine[k] - expected[k]).abs().max()) for k in expected)
     return Outcome(equal=not wrong, reference="DistributedDataParallel (PyTorch)",

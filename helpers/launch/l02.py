@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from helpers.data import TokenBatch, uneven_window
 from helpers.denominator import tiny_lm, token_cross_entropy
@@ -53,8 +52,7 @@ def reference(model: torch.nn.Module, all_windows: list) -> tuple[torch.Tensor, 
 def main(student, ctx: Context) -> Outcome:
     model = tiny_lm(SEED).to(ctx.device)
     initial = copy.deepcopy(model).cpu()
-    with ctx.not_recorded():  # DDP's own broadcast at construction is not the student's
-        ddp = DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.backend == "nccl" else None)
+    ddp = ctx.ddp(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=LR, momentum=MOMENTUM)
     all_windows = windows(ctx.world_size)
     returned = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 from torch.nn.utils import parameters_to_vector
 
 from helpers.launch.worker import Context, Outcome, worker
@@ -31,9 +30,7 @@ def main(student, ctx: Context) -> Outcome:
     torch.manual_seed(SEED)
     model = layered_mlp(WIDTHS).to(ctx.device)
     torch.manual_seed(SEED)
-    with ctx.not_recorded():
-        reference = DistributedDataParallel(layered_mlp(WIDTHS).to(ctx.device),
-                                            device_ids=[ctx.local_rank] if ctx.backend == "nccl" else None)
+    reference = ctx.ddp(layered_mlp(WIDTHS).to(ctx.device))
     buckets = student.GradBuckets(model)
     sgd = torch.optim.SGD(model.parameters(), lr=LR)
     reference_sgd = torch.optim.SGD(reference.parameters(), lr=LR)

@@ -14,7 +14,6 @@ import copy
 
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 from torch.nn.utils import parameters_to_vector
 
 from helpers.accumulation import make_window
@@ -55,8 +54,7 @@ def main(student, ctx: Context) -> Outcome:
     torch.manual_seed(SEED)
     model = TinyMLP().to(ctx.device)
     initial = copy.deepcopy(model).cpu()
-    with ctx.not_recorded():  # DDP's broadcast at construction is not the student's
-        ddp = DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.backend == "nccl" else None)
+    ddp = ctx.ddp(model)
     adam = torch.optim.Adam(ddp.parameters(), lr=LR)
     all_windows = windows(ctx.world_size)
     stepped = []

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 from torch.nn.utils import parameters_to_vector
 
 from helpers.grad_sharding import held_tensor_bytes
@@ -36,9 +35,7 @@ def main(student, ctx: Context) -> Outcome:
     torch.manual_seed(SEED)
     model = TinyMLP().to(ctx.device)
     torch.manual_seed(SEED)
-    with ctx.not_recorded():
-        reference = DistributedDataParallel(TinyMLP().to(ctx.device),
-                                            device_ids=[ctx.local_rank] if ctx.backend == "nccl" else None)
+    reference = ctx.ddp(TinyMLP().to(ctx.device))
     reference_sgd = sgd(list(reference.parameters()))
     parameters = list(model.parameters())
     zero2 = student.Zero2Optimizer(parameters, sgd, max_norm=MAX_NORM)

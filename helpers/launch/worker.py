@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from helpers.launch import MISSING, VERDICT_FILE, MissingCode, check_source
 from helpers.ledger import RENAMED_WARNING, CollectiveRecord, install_recorder, record_of
@@ -47,11 +48,16 @@ class Context:
     @contextmanager
     def not_recorded(self) -> Iterator[None]:
         """Collectives issued inside (the reference run's, the verdict's) are not the student's: not recorded."""
-        self.recording = False
+        before, self.recording = self.recording, False
         try:
             yield
         finally:
-            self.recording = True
+            self.recording = before
+
+    def ddp(self, module: torch.nn.Module) -> DistributedDataParallel:
+        """PyTorch's DDP around ``module`` on this rank's device; its broadcast at construction is not recorded."""
+        with self.not_recorded():
+            return DistributedDataParallel(module, device_ids=[self.local_rank] if self.backend == "nccl" else None)
 
     def record(self, op: str, bound: dict[str, Any]) -> None:
         """Add one collective call to this rank's records (see :func:`helpers.ledger.install_recorder`)."""
