@@ -23,7 +23,7 @@ It also contains faults to the cell they happen in:
 6. **stderr is shown, not scored.** nbgrader scores a test cell that wrote to stderr 0;
    what kernel-side code writes to stderr (a ``print(..., file=sys.stderr)``, a warning)
    becomes stdout lines prefixed ``[stderr]``, as output from ranks is shown prefixed
-   ``[rank k]`` (:mod:`helpers.cluster`). Only errors cost points.
+   ``[rank k]`` (:mod:`helpers.runtime.cluster`). Only errors cost points.
 7. **Warm starts, in a sandbox.** Kernels are forked from a template that has imported torch
    and ipykernel, and their ranks from the template's own forkserver, both inside a bubblewrap
    sandbox (:mod:`autograder.warm_kernels`, :mod:`autograder.sandbox`; the mode is the
@@ -55,7 +55,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute
 from traitlets import Unicode
 
-from helpers.cluster import share_forkserver
+from helpers.runtime.cluster import share_forkserver
 
 from .budget import cell_limit
 from .policy import imported_names, refusal

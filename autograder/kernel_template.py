@@ -3,7 +3,7 @@
     python kernel_template.py [--sandboxed SCRATCH] [--memory-limit BYTES] [--process-limit N]
 
 It imports torch, ipykernel and the course's lesson modules once, starts one forkserver
-for the kernels' ranks (:func:`helpers.cluster.share_forkserver`), prints ``ready``, and
+for the kernels' ranks (:func:`helpers.runtime.cluster.share_forkserver`), prints ``ready``, and
 then forks one kernel per request line on stdin (JSON: ``args``, ``env``, ``cwd``) and
 answers the kernel's pid. No notebook code ever runs in it.
 
@@ -41,8 +41,8 @@ PR_SET_DUMPABLE = 4
 # What a kernel would otherwise import itself, measured with py-spy: ipykernel's debugger at
 # start, psutil (jupyter_client's local addresses, ipykernel at shutdown) about 0.2 s each time.
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "numpy", "ipykernel.kernelapp", "ipykernel.debugger",
-           "psutil", "helpers.cluster")
-FORKSERVER_ENV = "COURSE_FORKSERVER"  # helpers.cluster.SHARED_FORKSERVER_ENV, before helpers is imported
+           "psutil", "helpers.runtime.cluster")
+FORKSERVER_ENV = "COURSE_FORKSERVER"  # helpers.runtime.cluster.SHARED_FORKSERVER_ENV, before helpers is imported
 PREVIOUS_KERNEL_S = 1.0  # seconds a new kernel waits for the one before it to end, so /tmp can be emptied
 MODULE = "kernel_template"  # this file's name as a module, for the forkserver's preload
 
@@ -186,7 +186,7 @@ def _start_forkserver() -> str:
     """
     import multiprocessing
 
-    from helpers import cluster
+    from helpers.runtime import cluster
 
     preload, saved = cluster.RANK_PRELOAD, os.environ.get("PYTHONPATH")
     cluster.RANK_PRELOAD = (MODULE, *preload)
@@ -207,7 +207,7 @@ def _start_forkserver() -> str:
 
 def _serve() -> None:
     """The template: import, start the forkserver, say ready, then fork one kernel per request line."""
-    from helpers.cluster import LESSON_MODULES
+    from helpers.runtime.cluster import LESSON_MODULES
 
     for name in (*PRELOAD, *LESSON_MODULES):
         __import__(name)

@@ -1,8 +1,9 @@
 """Write, or check, the results stored with the course for chapters (``helpers/stored``).
 
-Every ``autograder.lessons.lNN`` module may define ``STORED``, a dict from a stored name to
-a zero-argument producer returning JSON data. ``store`` writes them; ``store --check``
-recomputes them and reports files that differ, are missing, or are not produced by anyone.
+Every lesson's grader module (``autograder.lessons.lNN``, read from :data:`helpers.lessons.LESSONS`)
+may define ``STORED``, a dict from a stored name to a zero-argument producer returning JSON data.
+``store`` writes them; ``store --check`` recomputes them and reports files that differ, are
+missing, or are not produced by anyone.
 
 A stored number that is a rounding error (float32 drift, a ratio of it to a tolerance) is
 not the same on every CPU (SIMD level, MKL's paths, thread count), so it is not a fact to
@@ -15,14 +16,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import pkgutil
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from helpers.stored import STORED_DIR, path_of
+from helpers.lessons import LESSONS
+from helpers.shared.stored import STORED_DIR, path_of
 
-from . import lessons
 
 
 @dataclass(frozen=True)
@@ -91,16 +91,16 @@ def agree(stored: Any, fresh: Any, rounding: Rounding, path: str = "") -> str | 
 def roundings() -> dict[str, Rounding]:
     """Every stored name a lesson module declares in ``STORED_ROUNDING``."""
     found: dict[str, Rounding] = {}
-    for info in pkgutil.iter_modules(lessons.__path__):
-        found.update(getattr(importlib.import_module(f"{lessons.__name__}.{info.name}"), "STORED_ROUNDING", {}))
+    for item in LESSONS:
+        found.update(getattr(importlib.import_module(item.grader), "STORED_ROUNDING", {}))
     return found
 
 
 def producers() -> dict[str, Callable[[], Any]]:
     """Every stored name and its producer, from all lesson modules."""
     found: dict[str, Callable[[], Any]] = {}
-    for info in sorted(pkgutil.iter_modules(lessons.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{lessons.__name__}.{info.name}")
+    for item in LESSONS:
+        module = importlib.import_module(item.grader)
         for name, producer in getattr(module, "STORED", {}).items():
             if name in found:
                 raise ValueError(f"stored result {name!r} is produced twice (again in {module.__name__})")

@@ -26,8 +26,9 @@ description = "Replicate computation and shard training state: the student copy"
 requires-python = ">=3.11,<3.12"
 dependencies = ["torch==2.13.0", "numpy", "matplotlib", "ipywidgets", "cloudpickle", "nbgrader==0.9.6"]
 
-[tool.setuptools]
-packages = ["helpers"]
+[tool.setuptools.packages.find]
+include = ["helpers", "helpers.*"]
+namespaces = false
 
 [tool.setuptools.package-data]
 helpers = ["stored/*.json"]

@@ -2,9 +2,9 @@
 
 A graded test cell (visible and hidden tests) runs here, in a namespace that holds what the
 notebook's locked import cell imports. Every other name it uses is looked up in the kernel
-once per cell: a function or class the student defined becomes a :class:`helpers.remote.Remote`
+once per cell: a function or class the student defined becomes a :class:`helpers.runtime.remote.Remote`
 stand-in, a value (a numeric answer) is copied as plain data. Calling a stand-in, or sending
-it to the ranks with :func:`helpers.cluster.run`, runs the student's code in the kernel and
+it to the ranks with :func:`helpers.runtime.cluster.run`, runs the student's code in the kernel and
 brings back only plain data read with ``torch.load(weights_only=True)``; the references, the
 hidden cases' expected values and the checks stay in this process. What the kernel prints,
 raises or returns cannot make a test pass: a cell scores only if its code, run here, raises
@@ -25,9 +25,9 @@ from typing import Any, Callable
 import cloudpickle
 import torch
 
-from helpers import remote
-from helpers.cluster import ClusterError, CollectiveMismatch, CollectiveTimeout, RankError
-from helpers.ledger import CollectiveRecord, Ledger
+from helpers.runtime import remote
+from helpers.runtime.cluster import ClusterError, CollectiveMismatch, CollectiveTimeout, RankError
+from helpers.runtime.ledger import CollectiveRecord, Ledger
 
 # Exceptions the checks tell apart; any other one from the kernel arrives as NotebookError
 # (or as the builtin exception of that name).
@@ -129,7 +129,7 @@ def shipped_request(kind: str, target: Any, args: tuple, kwargs: dict) -> str:
 
 
 class Session:
-    """The grader's side of :mod:`helpers.remote` for one notebook: calls go to its kernel."""
+    """The grader's side of :mod:`helpers.runtime.remote` for one notebook: calls go to its kernel."""
 
     def __init__(self, ask: Ask) -> None:
         self.ask = ask
@@ -140,7 +140,7 @@ class Session:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise KernelTimeout("the cell's time ran out")
-        outcome = decode(self.ask(f"__import__('helpers.remote', fromlist=['serve']).serve({request!r})", left))
+        outcome = decode(self.ask(f"__import__('helpers.runtime.remote', fromlist=['serve']).serve({request!r})", left))
         if type(outcome) is not dict or ("value" not in outcome and type(outcome.get("error")) is not str):
             raise Answer("the kernel's answer has the wrong shape")
         if "error" in outcome:
@@ -209,7 +209,7 @@ class TestCells:
         """Run one test cell with at most ``seconds`` of kernel time; return (printed text, error or None).
 
         Files the notebook's code works with are made, read and removed in the kernel
-        (:func:`helpers.remote.call`), never here: a link planted there leads nowhere here.
+        (:func:`helpers.runtime.remote.call`), never here: a link planted there leads nowhere here.
         """
         for name in self.from_notebook:
             self.namespace.pop(name, None)

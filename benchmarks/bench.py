@@ -1,4 +1,4 @@
-"""Benchmark: a cold spawned gloo group vs the warm helpers.cluster pool, a torchrun launch, and grading time.
+"""Benchmark: a cold spawned gloo group vs the warm helpers.runtime.cluster pool, a torchrun launch, and grading time.
 
     python benchmarks/bench.py            # or: make bench
 
@@ -49,8 +49,8 @@ def _all_reduce() -> float:
 
 
 def warm_run_seconds(calls: int = 10) -> tuple[float, float, float]:
-    """(first call, tenth call, median of calls 2..10) of helpers.cluster.run."""
-    from helpers.cluster import run, shutdown
+    """(first call, tenth call, median of calls 2..10) of helpers.runtime.cluster.run."""
+    from helpers.runtime.cluster import run, shutdown
 
     shutdown()
     times = []
@@ -179,13 +179,13 @@ def main() -> None:
     print("| measurement | seconds |")
     print("| --- | ---: |")
     print(f"| cold `torch.multiprocessing.spawn` {WORLD_SIZE}-rank gloo group, one all_reduce | {cold:.3f} |")
-    print(f"| first `helpers.cluster.run` (starts the forkserver and the group) | {first:.3f} |")
-    print(f"| tenth `helpers.cluster.run`, same all_reduce (warm) | {tenth:.4f} |")
+    print(f"| first `helpers.runtime.cluster.run` (starts the forkserver and the group) | {first:.3f} |")
+    print(f"| tenth `helpers.runtime.cluster.run`, same all_reduce (warm) | {tenth:.4f} |")
     print(f"| median of warm calls 2-10 | {median:.4f} |")
     print(f"| **ratio cold spawn / tenth warm run** | **{cold / tenth:.0f}x** |")
     print(f"| `python -m helpers.launch` lesson 06 on {WORLD_SIZE} ranks under torchrun (the whole command: agent, "
           f"workers, 4 training steps, verdict) | {launch:.2f} |")
-    print(f"| **ratio torchrun launch / first `helpers.cluster.run`** | **{launch / first:.1f}x** |")
+    print(f"| **ratio torchrun launch / first `helpers.runtime.cluster.run`** | **{launch / first:.1f}x** |")
     for label, seconds, score, max_score in grades:
         print(f"| grade `source/{ASSIGNMENT}` (second grading in a row), {label}, score {score:g}/{max_score:g} "
               f"| {seconds:.1f} |")

@@ -93,7 +93,7 @@ def hostile(kind: str, source: nbformat.NotebookNode, release: nbformat.Notebook
         _, calls_ref = leftover_notebook(source, release)
         last = [c for c in calls_ref.cells if c.metadata.get("nbgrader", {}).get("solution")][-1]
         return with_extra_cell(release, last.source, before_last_test=True)
-    forge = "import helpers.remote as r\nr.serve = lambda request: r.encode({'value': 0.0})"
+    forge = "import helpers.runtime.remote as r\nr.serve = lambda request: r.encode({'value': 0.0})"
     return with_extra_cell(release, forge, before_last_test=False)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 BOOK = Path(__file__).resolve().parent
 sys.path.insert(0, str(BOOK))  # lessons.py: the course's own Sphinx extension
+sys.path.insert(1, str(BOOK.parent))  # helpers.lessons, the registry lessons.py reads
 
 project = "Replicate computation and shard training state"
 author = ""  # no "By ..." and no copyright line in the footer

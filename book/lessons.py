@@ -24,6 +24,8 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
+from helpers.lessons import LESSONS
+
 LESSON_DOC = re.compile(r"^notebooks/\d\d_[A-Za-z0-9_]+$")
 TITLE = re.compile(r"^#\s+(?:\d+\.\s+)?(?P<title>.+?)\s*$", re.MULTILINE)
 CORE_MINUTES = re.compile(r"about (\d+) minutes", re.IGNORECASE)
@@ -67,8 +69,8 @@ def read_lesson(path: Path) -> Lesson:
 
 
 def chapter_paths(srcdir: Path) -> list[Path]:
-    """The chapters of the staged source, in lesson order."""
-    return sorted((srcdir / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    """The chapters of the staged source, in lesson order (:data:`helpers.lessons.LESSONS`)."""
+    return [srcdir / item.chapter for item in LESSONS if (srcdir / item.chapter).is_file()]
 
 
 def lab_link(app: Sphinx, repo_path: str, text: str) -> nodes.reference:

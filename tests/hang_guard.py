@@ -20,7 +20,7 @@ class Hang(BaseException):
     """The guarded block was still running at its deadline.
 
     A BaseException, like KeyboardInterrupt: code under test that catches ``Exception`` cannot
-    swallow it, and helpers.cluster.run, which catches BaseException to kill its ranks, passes
+    swallow it, and helpers.runtime.cluster.run, which catches BaseException to kill its ranks, passes
     it on after doing so.
     """
 

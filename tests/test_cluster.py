@@ -1,4 +1,4 @@
-"""Behaviour of helpers.cluster on real gloo groups, one small test per behaviour."""
+"""Behaviour of helpers.runtime.cluster on real gloo groups, one small test per behaviour."""
 from __future__ import annotations
 
 import os
@@ -14,15 +14,8 @@ import torch.distributed as dist
 
 from autograder.lessons import costs
 from hang_guard import hang_guard
-from helpers.cluster import (
-    PROGRESS_WINDOW,
-    RANK_PRELOAD,
-    CollectiveMismatch,
-    CollectiveTimeout,
-    RankError,
-    rank_seed,
-    run,
-)
+from helpers.runtime.cluster import (
+    PROGRESS_WINDOW, RANK_PRELOAD, CollectiveMismatch, CollectiveTimeout, RankError, rank_seed, run)
 
 
 def _rank_times_ten() -> int:
@@ -365,7 +358,7 @@ def test_no_worker_outlives_a_killed_parent() -> None:
     parent = _python(
         """
         import os, sys, time
-        from helpers.cluster import run
+        from helpers.runtime.cluster import run
         print(*run(os.getpid, world_size=3), flush=True)
         time.sleep(60)
         """
@@ -381,7 +374,7 @@ def test_keyboard_interrupt_kills_the_workers_and_the_next_call_works() -> None:
     parent = _python(
         """
         import os, signal, threading, time
-        from helpers.cluster import run
+        from helpers.runtime.cluster import run
         # A background job (CI) may inherit SIGINT ignored; a user's ^C is what this test is about.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         pids = run(os.getpid, world_size=2)
@@ -410,7 +403,7 @@ def test_clean_exit_leaves_no_workers_and_no_stderr() -> None:
     parent = _python(
         """
         import os
-        from helpers.cluster import run
+        from helpers.runtime.cluster import run
         print(*run(os.getpid, world_size=4), flush=True)
         """
     )
@@ -422,7 +415,7 @@ def test_clean_exit_leaves_no_workers_and_no_stderr() -> None:
 def test_two_processes_run_groups_at_the_same_time() -> None:
     code = """
         import torch, torch.distributed as dist
-        from helpers.cluster import run
+        from helpers.runtime.cluster import run
         def f():
             t = torch.ones(1); dist.all_reduce(t); return t.item()
         for _ in range(20):
@@ -439,7 +432,7 @@ def test_a_script_without_main_guard_is_not_rerun_on_the_ranks(tmp_path) -> None
     script = tmp_path / "no_guard.py"
     script.write_text(
         "import torch.distributed as dist\n"
-        "from helpers.cluster import run\n"
+        "from helpers.runtime.cluster import run\n"
         "print('script body ran', flush=True)\n"
         "print(run(lambda: dist.get_rank(), world_size=2))\n"
     )
@@ -452,7 +445,7 @@ def test_kernel_shutdown_stops_groups_gracefully():
     """Shutting a Jupyter kernel down stops its groups first (barrier, destroy), then exits itself.
 
     ipykernel SIGTERMs its children before atexit handlers run; without the hook in
-    helpers.cluster the ranks die mid-group, the kernel is killed after jupyter_client's
+    helpers.runtime.cluster the ranks die mid-group, the kernel is killed after jupyter_client's
     wait, and the groups' temporary directories stay behind.
     """
     from jupyter_client.manager import start_new_kernel
@@ -460,7 +453,7 @@ def test_kernel_shutdown_stops_groups_gracefully():
     km, kc = start_new_kernel(kernel_name="python3")
     try:
         reply = kc.execute_interactive(
-            "import os, psutil, helpers.cluster as c\n"
+            "import os, psutil, helpers.runtime.cluster as c\n"
             "c.run(lambda: 1, world_size=2); c.run(lambda: 1, world_size=3)\n"
             "kids = [p.pid for p in psutil.Process().children(recursive=True)]\n"
             "dirs = [p.tmpdir for p in c._pools.values()]",
@@ -482,9 +475,9 @@ def test_kernels_fork_their_ranks_from_a_shared_forkserver_and_manage_without_it
         """
         import os, subprocess, sys
         from multiprocessing import forkserver
-        from helpers.cluster import SHARED_FORKSERVER_ENV, share_forkserver
+        from helpers.runtime.cluster import SHARED_FORKSERVER_ENV, share_forkserver
         env = dict(os.environ, **{SHARED_FORKSERVER_ENV: share_forkserver(), "COURSE_TEST_VAR": "kernel's"})
-        kernel = ("import os; from helpers.cluster import run; "
+        kernel = ("import os; from helpers.runtime.cluster import run; "
                   "print(*run(lambda: (os.getppid(), os.environ['COURSE_TEST_VAR']), world_size=2))")
         server = forkserver._forkserver._forkserver_pid
         print(server, flush=True)
@@ -508,7 +501,7 @@ def test_run_inside_another_jupyter_app_does_not_hook_a_kernel() -> None:
     script = textwrap.dedent("""
         import torch.distributed as dist
         from traitlets.config import Application
-        from helpers.cluster import run, shutdown
+        from helpers.runtime.cluster import run, shutdown
 
         class Grader(Application):
             pass

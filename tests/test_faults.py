@@ -1,4 +1,4 @@
-"""helpers.faults: a frozen rank (a lost node) and what a "collective" fault counts."""
+"""helpers.runtime.faults: a frozen rank (a lost node) and what a "collective" fault counts."""
 from __future__ import annotations
 
 import os
@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from helpers import faults
-from helpers.cluster import RankError, run
+from helpers.runtime import faults
+from helpers.runtime.cluster import RankError, run
 
 GROUP_TIMEOUT_S = 2.0
 

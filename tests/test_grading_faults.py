@@ -29,7 +29,7 @@ from tiny_course import assignment_notebook, nbgrader_cell, with_hidden, write_a
 NAME = "00_faults"
 LIMIT_S = 4  # every cell's time limit in this test (see the budget patch below)
 IMPORTS = ("import os, signal, subprocess, sys, time, warnings\nimport torch.distributed as dist\n"
-           "from helpers.cluster import run")
+           "from helpers.runtime.cluster import run")
 SOLUTION = '''def add(a, b):
     ### BEGIN SOLUTION
     return a + b

@@ -154,7 +154,7 @@ def test_no_network_but_its_own_loopback(kernel):
 WHERE = """
 import os
 import torch.distributed as dist
-from helpers.cluster import run
+from helpers.runtime.cluster import run
 
 def where():
     with open('/proc/1/cmdline', 'rb') as f:
@@ -237,7 +237,7 @@ def test_interrupt_works_and_shutdown_leaves_nothing(tmp_path):
     before = _below(warm.process.pid)
     other = Kernel(tmp_path)
     try:
-        other.run("from helpers.cluster import run\nrun(lambda: 1, world_size=2)")
+        other.run("from helpers.runtime.cluster import run\nrun(lambda: 1, world_size=2)")
         assert len(_below(warm.process.pid) - before) >= 3  # the kernel and its two ranks
         # stop_on_error=False: ipykernel would otherwise abort requests that arrive soon after the interrupt
         msg_id = other.kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(600)", stop_on_error=False)

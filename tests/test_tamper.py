@@ -84,7 +84,7 @@ ATTACKS = {
     "unparsed_magic": "%%timeit -n1 -r1 -q\nget_ipython().input_transformers_cleanup.append(lambda lines: [])",
     "future_grammar": "from __future__ import barry_as_FLUFL\nassert 1 <> 2",
     # the kernel's half of the grader, replaced: it answers every request with "3"
-    "forged_answers": ("import helpers.remote as r\n"
+    "forged_answers": ("import helpers.runtime.remote as r\n"
                        "r.serve = lambda request: r.encode({'value': 3})"),
 }
 # Names a hidden test leaves behind: `ref` (bound by test_add's hidden block) answers `times`.
@@ -162,7 +162,7 @@ def test_feedback_hides_hidden_tests(grader):
     ("x = (", "cannot read this cell"),
 ])
 def test_policy_names_the_construct(source, expected):
-    got = refusal(source, imported_names(["import torch\nimport math\nfrom helpers.stored import load", source]))
+    got = refusal(source, imported_names(["import torch\nimport math\nfrom helpers.shared.stored import load", source]))
     assert (got is None) if expected is None else (expected in got), got
 
 

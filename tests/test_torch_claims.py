@@ -1,7 +1,7 @@
 """Claims the chapters make about gloo and PyTorch, checked by a run on the installed torch.
 
 Each test names the chapter that states the claim; if a torch upgrade changes the behaviour,
-the test fails and the chapter must change with it. Raw process groups (not helpers.cluster,
+the test fails and the chapter must change with it. Raw process groups (not helpers.runtime.cluster,
 whose ledger stops mismatched collectives before gloo sees them), forked for speed.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from autograder.verdicts import Answer, decode, free_names
-from helpers.remote import encode
+from helpers.runtime.remote import encode
 
 
 def _sent(value) -> str:
@@ -55,7 +55,7 @@ def test_free_names_are_what_the_cell_reads_without_defining():
 
 def test_the_kernels_cluster_errors_come_back_as_themselves():
     from autograder.verdicts import _exception
-    from helpers.cluster import CollectiveTimeout, RankError
+    from helpers.runtime.cluster import CollectiveTimeout, RankError
 
     timeout = _exception("CollectiveTimeout", "ranks [1] are stuck", {"unfinished": [1, "x"]})
     assert isinstance(timeout, CollectiveTimeout) and isinstance(timeout, TimeoutError)

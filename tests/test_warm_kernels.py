@@ -99,8 +99,8 @@ def test_a_dead_template_costs_speed_not_the_grading(tmp_path: Path, monkeypatch
 
 
 def test_a_forked_kernel_runs_its_exit_handlers(tmp_path: Path) -> None:
-    """helpers.restart.scratch_directory() promises removal at exit; a forked kernel must keep it."""
-    nb = new_notebook(cells=[new_code_cell("from helpers.restart import scratch_directory\n"
+    """helpers.l10_worker_failure.scratch_directory() promises removal at exit; a forked kernel must keep it."""
+    nb = new_notebook(cells=[new_code_cell("from helpers.l10_worker_failure import scratch_directory\n"
                                            "print(scratch_directory())")])
     NotebookClient(nb, kernel_name="python3", timeout=60, kernel_manager_class=WarmKernelManager,
                    resources={"metadata": {"path": str(Path.cwd())}}).execute()
@@ -111,7 +111,7 @@ def test_a_forked_kernel_runs_its_exit_handlers(tmp_path: Path) -> None:
 
 def test_a_killed_kernel_leaves_no_scratch_directory(tmp_path: Path) -> None:
     """Under load jupyter may kill a kernel before its exit handlers run; its temporary directory goes with it."""
-    nb = new_notebook(cells=[new_code_cell("from helpers.restart import scratch_directory\n"
+    nb = new_notebook(cells=[new_code_cell("from helpers.l10_worker_failure import scratch_directory\n"
                                            "print(scratch_directory())")])
     client = NotebookClient(nb, kernel_name="python3", timeout=60, kernel_manager_class=WarmKernelManager,
                             resources={"metadata": {"path": str(tmp_path)}})

@@ -8,7 +8,7 @@
   the design exercise, constructs and trains with the student's ``ReplicatedModel``) on cases the
   visible tests do not show, passes what comes back through :func:`autograder.plain.plain` and
   compares it with a reference, or reads the communication ledger the cluster measured, failing
-  with the same teaching messages as the visible checks (:mod:`helpers.checks`);
+  with the same teaching messages as the visible checks (:mod:`helpers.shared.checks`);
 * :data:`STORED`: the results chapter 01, its explorer and the visible tests read from
   ``helpers/stored`` (byte counts in bytes sent per rank by a ring all-reduce).
 """
@@ -26,15 +26,18 @@ from torch.nn.parallel import DistributedDataParallel
 
 from autograder.store import FLOAT32_RESULTS
 from autograder.plain import number, plain
-from helpers import checks
-from helpers.cluster import CollectiveMismatch, CollectiveTimeout, run
-from helpers.data import tensors_to_json
-from helpers.ledger import COLLECTIVES, Ledger
-from helpers.models import BatchNormMLP, TinyMLP, make_regression_batch, shard_batch
-from helpers.reference import (Batch, Perturb, PerRankInit, SameInit, State, aligned_on_rank, average_on_rank,
-                               broadcast_on_rank, desync_buffers, frozen_first, grads_of, make_batches, mean_of, mse,
-                               rank_shard, set_rank_gradients, state_of, sync_probe_on_rank, to_float64, train_wrapped,
-                               uneven_mlp, wrap_on_rank)
+from helpers.shared import checks
+from helpers.runtime.cluster import CollectiveMismatch, CollectiveTimeout, run
+from helpers.shared.data import tensors_to_json
+from helpers.runtime.ledger import COLLECTIVES, Ledger
+from helpers.shared.models import BatchNormMLP, TinyMLP, make_regression_batch, shard_batch
+from helpers.shared.state import (
+    Batch, PerRankInit, SameInit, State, frozen_first, grads_of, make_batches, mean_of, mse,
+    rank_shard, state_of, to_float64, uneven_mlp)
+from helpers import l01_replicated_training as lesson
+from helpers.l01_replicated_training import (
+    Perturb, aligned_on_rank, average_on_rank, broadcast_on_rank, desync_buffers,
+    set_rank_gradients, sync_probe_on_rank, train_wrapped, wrap_on_rank)
 
 from .costs import ring_allreduce_bytes
 
@@ -273,7 +276,7 @@ def wrapped_grads_on_rank(wrapper_cls: Callable[..., nn.Module], model_fn: Calla
 def train_wrapped_on_rank(wrapper_cls: Callable[..., nn.Module], model_fn: Callable[[], nn.Module],
                           batches: Sequence[Batch], lr: float, momentum: float,
                           ranks: Sequence[int] | None) -> State | None:
-    """:func:`helpers.reference.train_wrapped` on the default group, or on the members of
+    """:func:`helpers.l01_replicated_training.train_wrapped` on the default group, or on the members of
     ``new_group(ranks)`` (the others return ``None``)."""
     if ranks is None:
         return train_wrapped(wrapper_cls, model_fn, batches, lr, momentum)
@@ -307,7 +310,7 @@ def check_average_synthetic(average_fn: Callable[..., None], world_size: int, se
     model_fn = SameInit(uneven_mlp, seed=3)
     out = _run(average_synthetic_on_rank, average_fn, model_fn, seed, world_size=world_size)
     before = [b for b, _ in out]
-    checks.assert_gradients_averaged([a for _, a in out], mean_of(before), world_size, local_per_rank=before)
+    lesson.assert_gradients_averaged([a for _, a in out], mean_of(before), world_size, local_per_rank=before)
 
 
 def check_average_full_batch(average_fn: Callable[..., None], world_size: int, seed: int) -> None:
@@ -316,7 +319,7 @@ def check_average_full_batch(average_fn: Callable[..., None], world_size: int, s
     model_fn = SameInit(UnusedHead, seed=seed, kwargs={"in_features": 6, "hidden": 10, "out_features": 2})
     x, y = make_regression_batch(4 * world_size, in_features=6, out_features=2, seed=seed + 10)
     out = _run(average_on_rank, average_fn, model_fn, x, y, world_size=world_size)
-    checks.assert_gradients_averaged([a for _, a in out], full_batch_gradients(model_fn(), x, y), world_size,
+    lesson.assert_gradients_averaged([a for _, a in out], full_batch_gradients(model_fn(), x, y), world_size,
                                      local_per_rank=[b for b, _ in out])
 
 
@@ -326,7 +329,7 @@ def check_average_in_subgroup(average_fn: Callable[..., None], ranks: Sequence[i
     out = run_in_subgroup(average_in_subgroup_on_rank, average_fn, model_fn, list(ranks), seed, ranks=ranks,
                            what="average_gradients(model, group)")
     members = [out[r] for r in ranks]
-    checks.assert_gradients_averaged([a for _, a in members], mean_of([b for b, _ in members]), len(ranks),
+    lesson.assert_gradients_averaged([a for _, a in members], mean_of([b for b, _ in members]), len(ranks),
                                      local_per_rank=[b for b, _ in members])
     for rank in set(range(4)) - set(ranks):
         before, after = out[rank]
@@ -339,7 +342,7 @@ def check_average_in_subgroup(average_fn: Callable[..., None], ranks: Sequence[i
 def check_broadcast(broadcast_fn: Callable[..., None], world_size: int, src: int, seed: int) -> None:
     """BatchNormMLP replicas whose running stats, ``num_batches_tracked`` and frozen first weight differ per rank."""
     model_fn = PerRankInit(frozen_batchnorm_mlp, seed=seed)
-    checks.assert_broadcast_from(_run(broadcast_on_rank, broadcast_fn, model_fn, src, 6, world_size=world_size), src)
+    lesson.assert_broadcast_from(_run(broadcast_on_rank, broadcast_fn, model_fn, src, 6, world_size=world_size), src)
 
 
 def check_broadcast_in_subgroup(broadcast_fn: Callable[..., None], ranks: Sequence[int], src: int) -> None:
@@ -350,7 +353,7 @@ def check_broadcast_in_subgroup(broadcast_fn: Callable[..., None], ranks: Sequen
         expected, what = ((out[src][0], f"group {list(ranks)}, src={src}: rank {rank} after vs rank {src} before")
                           if rank in ranks
                           else (out[rank][0], f"rank {rank} is not in the group and must be unchanged"))
-        checks.assert_states_close(out[rank][1], expected, 0.0, 0.0, what=what)
+        lesson.assert_states_close(out[rank][1], expected, 0.0, 0.0, what=what)
 
 
 def check_broadcast_all_buffers(broadcast_fn: Callable[..., None], world_size: int, src: int) -> None:
@@ -358,7 +361,7 @@ def check_broadcast_all_buffers(broadcast_fn: Callable[..., None], world_size: i
     out = _run(broadcast_all_buffers_on_rank, broadcast_fn, PerRankInit(ScratchBufferMLP, seed=65), src,
                world_size=world_size)
     for rank, (_, after) in enumerate(out):
-        checks.assert_states_close(
+        lesson.assert_states_close(
             after, out[src][0], 0.0, 0.0,
             what=f"broadcast_parameters(model, src={src}): rank {rank}'s buffers after the call vs rank {src}'s "
                  f"(every buffer of model.buffers(), also one registered with persistent=False, which "
@@ -380,14 +383,14 @@ def check_replicas_aligned(aligned_fn: Callable[..., bool]) -> None:
     model_fn = SameInit(BatchNormMLP, seed=90)
     for world_size, case, perturbations, expected in ALIGNED_CASES:
         out = _run(aligned_on_rank, aligned_fn, model_fn, perturbations, 6, world_size=world_size)
-        checks.assert_all_ranks_return([r for r, _ in out], expected, f"{world_size} ranks, {case}")
+        lesson.assert_all_ranks_return([r for r, _ in out], expected, f"{world_size} ranks, {case}")
         assert all(untouched for _, untouched in out), f"[{case}] replicas_aligned modified the model"
 
 
 def check_replicas_aligned_all_buffers(aligned_fn: Callable[..., bool]) -> None:
     """3 ranks, :class:`ScratchBufferMLP` replicas differing only in the non-persistent buffer on rank 1."""
     out = _run(aligned_scratch_on_rank, aligned_fn, SameInit(ScratchBufferMLP, seed=92), 1, world_size=3)
-    checks.assert_all_ranks_return(out, False, "3 ranks, rank 1: one element of a buffer registered with "
+    lesson.assert_all_ranks_return(out, False, "3 ranks, rank 1: one element of a buffer registered with "
                                                "persistent=False (model.buffers() lists it, state_dict() does not)")
 
 
@@ -406,7 +409,7 @@ def check_replicas_aligned_in_subgroup(aligned_fn: Callable[..., bool]) -> None:
         out = run_in_subgroup(aligned_in_subgroup_on_rank, aligned_fn, model_fn, ranks, perturbations, 6,
                                ranks=ranks, what=what)
         case = f"group {ranks} of 4 ranks, {case}"
-        checks.assert_all_ranks_return([out[r][0] for r in ranks], expected, case)
+        lesson.assert_all_ranks_return([out[r][0] for r in ranks], expected, case)
         assert all(out[r][1] for r in ranks), f"[{case}] replicas_aligned modified the model"
 
 
@@ -442,7 +445,7 @@ def assert_constructed_from(out: Sequence[dict[str, Any]], first: int, members: 
             assert diff is None, (f"[{case}] rank {rank} is not in the group and never constructs a {WRAPPER}, "
                                   f"yet its module changed: {diff}")
             continue
-        checks.assert_parameter_identity(o["ids_before"], o["ids_after"], o["optimizer_moved"])
+        lesson.assert_parameter_identity(o["ids_before"], o["ids_after"], o["optimizer_moved"])
         diff = checks.first_difference(o["after"], out[first]["before"])
         if diff is not None:
             raise AssertionError(
@@ -487,7 +490,7 @@ def check_replicated_gradients(wrapper_cls: Callable[..., nn.Module]) -> None:
                 f"calls nothing between backward() and reading .grad: {WRAPPER} must have averaged the gradients "
                 f"over the group by the time backward() returns.")
         try:
-            checks.assert_gradients_averaged(got, mean_of(local), len(members))
+            lesson.assert_gradients_averaged(got, mean_of(local), len(members))
         except AssertionError as exc:
             raise AssertionError(f"[{case}, ranks numbered within the group] {exc}") from None
 
@@ -567,7 +570,7 @@ def check_ring_allreduce_bytes(fn: Callable[[int, int, int], float]) -> None:
     def as_number(n: int, b: int, w: int) -> float:
         return number(fn(n, b, w), f"ring_allreduce_bytes({n}, {b}, {w})")
 
-    checks.assert_ring_allreduce_bytes(as_number, {case: ring_allreduce_bytes(*case) for case in RING_CASES})
+    lesson.assert_ring_allreduce_bytes(as_number, {case: ring_allreduce_bytes(*case) for case in RING_CASES})
 
 
 # --------------------------------------------------------------------------- stored results
@@ -595,7 +598,7 @@ def ring_allreduce_results() -> dict[str, Any]:
 
 
 def allreduce_explorer_grid() -> dict[str, Any]:
-    """Bytes per rank of a ring all-reduce at every slider position of ``helpers.widgets.allreduce_explorer``.
+    """Bytes per rank of a ring all-reduce at every slider position of lesson 1's ``allreduce_explorer``.
 
     ``bytes_per_rank[bytes_per_element][num_params][i]`` is for ``world_sizes[i]``.
     """

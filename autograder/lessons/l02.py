@@ -3,7 +3,7 @@
 The references are single-process and float64: one process that sees every valid token of a
 window at once. The hidden checks copy what a student's code returned into plain data
 (:mod:`autograder.plain`) before comparing it, then raise the student-facing messages of
-:mod:`helpers.denominator`. ``STORED`` produces the expected values of the visible tests and
+:mod:`helpers.l02_global_denominator`. ``STORED`` produces the expected values of the visible tests and
 the factors the chapter and its explorer show.
 
 Units: counts are valid target tokens; losses are nats per token.
@@ -26,9 +26,9 @@ from torch.nn.parallel import DistributedDataParallel
 from autograder.lessons.l01 import in_subgroup, run_in_subgroup
 from autograder.store import FLOAT32_RESULTS
 from autograder.plain import plain
-from helpers import denominator as D
-from helpers.data import TokenBatch, tensors_to_json, token_batch, uneven_window
-from helpers.reference import State, state_of, to_float64
+from helpers import l02_global_denominator as D
+from helpers.shared.data import TokenBatch, tensors_to_json, token_batch, uneven_window
+from helpers.shared.state import State, state_of, to_float64
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
@@ -134,7 +134,7 @@ def sgd_reference(model: nn.Module, windows: Sequence[Window], lr: float, moment
 def padded_window(world_size: int, micro_batches: int, seed: int, *, rows: int = 2,
                   empty_ranks: tuple[int, ...] = (),
                   padding_only: Sequence[tuple[int, int]] = ()) -> list[list[TokenBatch]]:
-    """:func:`helpers.data.uneven_window`, with micro-batch ``k`` of rank ``r`` all padding for each
+    """:func:`helpers.shared.data.uneven_window`, with micro-batch ``k`` of rank ``r`` all padding for each
     ``(r, k)`` in ``padding_only``, and of another shape (``rows + 1`` sequences of 5 positions)."""
     window = uneven_window(world_size, micro_batches, rows=rows, empty_ranks=empty_ranks, seed=seed)
     for rank, k in padding_only:
@@ -170,7 +170,7 @@ def padded_loss_and_gradient(loss_fn: Callable[..., Any], losses: torch.Tensor, 
 
     The token losses are ``torch.where(valid, leaf, padding)`` for a leaf copy of ``losses``;
     ``loss_fn(token_losses, mask, global_count, world_size)`` is reported by
-    :func:`helpers.denominator.backward_report` with respect to that leaf (plain data). No
+    :func:`helpers.l02_global_denominator.backward_report` with respect to that leaf (plain data). No
     expected value is involved: the checks compare in the grader.
     """
     leaf = losses.detach().clone().requires_grad_()
@@ -180,7 +180,7 @@ def padded_loss_and_gradient(loss_fn: Callable[..., Any], losses: torch.Tensor, 
 
 def train_in_subgroup_on_rank(train_fn: Callable[..., Any], model_seed: int, windows: Sequence[Window], lr: float,
                               momentum: float, ranks: Sequence[int]) -> dict[str, Any] | None:
-    """:func:`helpers.denominator.train_on_rank` on the members of ``new_group(ranks)`` only.
+    """:func:`helpers.l02_global_denominator.train_on_rank` on the members of ``new_group(ranks)`` only.
 
     Each member wraps its TinyLM in ``DistributedDataParallel`` on the group and calls
     ``train_fn(ddp_model, optimizer, window[group rank], group=group)`` per window; outsiders
@@ -211,7 +211,7 @@ def check_loss_value(got: Any, expected: float, case: str, world_size: int = 1) 
 
 
 def check_ddp_gradients(per_rank: Sequence[Any], model_seed: int, window: Window, case: str) -> None:
-    """The DDP gradients of :func:`helpers.denominator.ddp_loss_gradients_on_rank` are the global-mean gradient."""
+    """The DDP gradients of lesson 2's :func:`ddp_loss_gradients_on_rank` are the global-mean gradient."""
     model = D.tiny_lm(model_seed)
     expected, biased = global_mean_gradients(model, window), mean_of_means_gradients(model, window)
     for rank, out in enumerate(plain(list(per_rank), "the ranks' results")):
@@ -265,7 +265,7 @@ CHAPTER_COUNTS = [[13, 12, 0], [13, 12]] + [[8 * rho, 8, 8] for rho in (1, 2, 4,
 
 
 def visible_references() -> dict[str, Any]:
-    """The float64 tensors the visible tests compare with (see ``helpers.denominator.stored_reference``)."""
+    """The float64 tensors the visible tests compare with (see ``helpers.l02_global_denominator.stored_reference``)."""
     window = uneven_window(**VISIBLE_LOSS_WINDOW)
     model = D.tiny_lm(VISIBLE_LOSS_SEED)
     windows = [uneven_window(**w) for w in VISIBLE_TRAIN_WINDOWS]

@@ -4,9 +4,9 @@ References of the graded functions (DDP's bucket assignment, the alpha-beta sche
 tail), the training driver that needs them, the hidden model with rank-dependent ready orders
 (:class:`TimedBranches`) and the synchroniser's driver on a subgroup, the hidden checks (the
 design exercise's on the gradients and, replayed here, on the modelled clock of
-:class:`helpers.buckets.ClockedNetwork`), and the results stored for the chapter (``STORED``).
+:class:`helpers.l03_gradient_buckets.ClockedNetwork`), and the results stored for the chapter (``STORED``).
 
-Vocabulary as in :mod:`helpers.buckets`: ``param_bytes[i]`` is parameter ``i``'s gradient
+Vocabulary as in :mod:`helpers.l03_gradient_buckets`: ``param_bytes[i]`` is parameter ``i``'s gradient
 size in bytes (registration order), a bucket is a list of parameter indices, buckets are
 listed in launch order; times are seconds, alpha seconds per message, beta seconds per byte.
 """
@@ -24,12 +24,12 @@ from torch import nn
 from autograder.lessons.costs import ring_allreduce_bytes
 from autograder.lessons.l01 import full_batch_gradients, in_subgroup, run_in_subgroup, sgd_reference
 from autograder.plain import plain
-from helpers import buckets
-from helpers.buckets import MB, OVERLAP_TARGET, BackwardTime, Buckets, grad_bytes, timed_block
-from helpers.checks import first_difference
-from helpers.cluster import run
-from helpers.models import OutOfOrderMLP, TinyMLP, make_regression_batch
-from helpers.reference import mse, rank_shard, state_of
+from helpers import l03_gradient_buckets as buckets
+from helpers.l03_gradient_buckets import MB, OVERLAP_TARGET, BackwardTime, Buckets, grad_bytes, timed_block
+from helpers.shared.checks import first_difference
+from helpers.runtime.cluster import run
+from helpers.shared.models import OutOfOrderMLP, TinyMLP, make_regression_batch
+from helpers.shared.state import mse, rank_shard, state_of
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
@@ -209,7 +209,7 @@ def train_on_rank(
 
 class TimedBranches(nn.Module):
     """Two stem blocks, ``branches`` parallel blocks whose outputs are added, and two head blocks, the
-    last an output block (:func:`helpers.buckets.timed_block`).
+    last an output block (:func:`helpers.l03_gradient_buckets.timed_block`).
 
     On odd ranks the branches run in reverse order in forward, and so in the other order in
     backward: the ready order differs between ranks. Outside a process group it runs as rank 0 does.
@@ -233,7 +233,7 @@ class TimedBranches(nn.Module):
 def synchroniser_on_rank(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
                          batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
                          ranks: Sequence[int] | None) -> list[dict[str, Any]] | None:
-    """:func:`helpers.buckets.clocked_backwards` on the default group (``ranks=None``) or on the members of
+    """:func:`helpers.l03_gradient_buckets.clocked_backwards` on the default group (``ranks=None``) or on the members of
     ``new_group(ranks)`` (the others return ``None``)."""
     if ranks is None:
         return buckets.clocked_backwards(grad_buckets_cls, model_fn, batches)
@@ -324,7 +324,7 @@ def check_overlap(grad_buckets_cls: Callable[..., Any], model_fn: Callable[[], n
                   ranks: Sequence[int] | None = None) -> None:
     """:func:`check_synchroniser`, then on the modelled clock every backward exposes at most
     ``OVERLAP_TARGET`` of one all-reduce of the whole gradient, on the network
-    :func:`helpers.buckets.modelled_network` gives for the model and group size."""
+    :func:`helpers.l03_gradient_buckets.modelled_network` gives for the model and group size."""
     runs = check_synchroniser(grad_buckets_cls, model_fn, batches, world_size, ranks)
     model, n = model_fn(), len(runs)
     network = buckets.modelled_network(model, n)
@@ -428,7 +428,8 @@ def _extreme_tails(grad_ready_s: Sequence[float], param_bytes: Sequence[int], ne
 
 def stored_synthetic() -> dict[str, Any]:
     """§3.2 and §3.4: the 24-layer synthetic model's buckets, timelines and tail against the cap."""
-    from helpers.bucket_plots import synthetic_layers  # imports matplotlib: not at module level, the ranks import l03
+    # imports matplotlib: not at module level, the ranks import l03
+    from helpers.l03_gradient_buckets.plots import synthetic_layers
     model = SYNTHETIC_MODEL
     sizes, ready = synthetic_layers(**model)
     net = CHAPTER_NETWORK
@@ -463,7 +464,7 @@ EXPLORER_GRID = {
 def stored_explorer() -> dict[str, Any]:
     """The explorer of optional section 3.E: tail and first start for every cap, first cap and network of
     :data:`EXPLORER_GRID` (seconds)."""
-    from helpers.bucket_plots import synthetic_layers
+    from helpers.l03_gradient_buckets.plots import synthetic_layers
     model = SYNTHETIC_MODEL
     sizes, ready = synthetic_layers(**model)
     grid = EXPLORER_GRID

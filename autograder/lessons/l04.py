@@ -3,7 +3,7 @@
 :func:`reference_training` is single-process float64 training with one update per whole
 window; :func:`window_allreduce_cost` is the answer of the cost exercise. The hidden checks
 copy what a student's code returned into plain data (:mod:`autograder.plain`) before
-comparing it, then raise the student-facing messages of :mod:`helpers.accumulation`.
+comparing it, then raise the student-facing messages of :mod:`helpers.l04_accumulation`.
 ``STORED`` produces the expected values of the visible tests and the communication numbers of
 the chapter's figure and explorer.
 
@@ -23,11 +23,11 @@ from torch import nn
 from autograder.lessons.costs import ring_allreduce_bytes
 from autograder.store import FLOAT32_RESULTS
 from autograder.plain import plain
-from helpers import accumulation as acc
-from helpers.cluster import run
-from helpers.data import tensors_to_json
-from helpers.models import TinyMLP
-from helpers.reference import SameInit, state_of, to_float64, uneven_mlp
+from helpers import l04_accumulation as acc
+from helpers.runtime.cluster import run
+from helpers.shared.data import tensors_to_json
+from helpers.shared.models import TinyMLP
+from helpers.shared.state import SameInit, state_of, to_float64, uneven_mlp
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
@@ -57,7 +57,7 @@ def reference_training(
 
     Per window: forward on the concatenated window, ``mse_loss`` (the window loss),
     backward, ``clip_grad_norm_(max_norm)``, optimizer step, ``zero_grad``. Returns the
-    final ``state``, the optimizer ``opt_state`` (see :func:`helpers.accumulation.optimizer_state_of`),
+    final ``state``, the optimizer ``opt_state`` (see :func:`helpers.l04_accumulation.optimizer_state_of`),
     the window ``losses`` and the ``clip`` coefficients (min(1, max_norm/norm); nan when skipped).
     ``model`` is not modified.
     """

@@ -7,7 +7,7 @@
 * hidden **checks** (``check_*``), one per graded cell or case: each runs the student's
   code on cases the visible tests do not show, passes what comes back through
   :func:`autograder.plain.plain` and compares it with a reference, failing with the
-  teaching messages of :mod:`helpers.optim_sharding`;
+  teaching messages of :mod:`helpers.l05_optimizer_state_sharding`;
 * :data:`STORED`: what chapter 05, its explorer and the visible tests read from
   ``helpers/stored``. Units: bytes, sizes in elements; 1 GB = 1e9 B as in the ZeRO paper.
 """
@@ -24,11 +24,12 @@ from torch import nn
 
 from autograder.store import FLOAT32_RESULTS
 from autograder.plain import number, plain
-from helpers import optim_sharding as lesson
-from helpers.cluster import run
-from helpers.data import tensors_to_json
-from helpers.models import TinyLM, TinyMLP
-from helpers.reference import Batch, SameInit, frozen_first, make_batches, mse, state_of, to_float64, uneven_mlp
+from helpers import l05_optimizer_state_sharding as lesson
+from helpers.runtime.cluster import run
+from helpers.shared.data import tensors_to_json
+from helpers.shared.models import TinyLM, TinyMLP
+from helpers.shared.state import (
+    Batch, SameInit, frozen_first, make_batches, mse, state_of, to_float64, uneven_mlp)
 
 from .costs import adam_memory_bytes, ring_allreduce_bytes, ring_broadcast_bytes, zero_memory_parts
 

@@ -2,7 +2,7 @@
 
 References of the graded functions (the owner layout and the reduce-scattered slices), the
 hidden checks (every student value passes :func:`autograder.plain.plain` first; the
-comparisons and their teaching messages are :mod:`helpers.grad_sharding`'s), and the results
+comparisons and their teaching messages are :mod:`helpers.l06_gradient_sharding`'s), and the results
 stored for the chapter (``STORED``).
 
 Layout: a flat gradient of ``numel`` elements is padded with zeros to ``N * S`` elements,
@@ -19,10 +19,10 @@ import torch
 from autograder.lessons.costs import (adam_memory_bytes, ring_allgather_bytes, ring_allreduce_bytes,
                                       ring_reduce_scatter_bytes)
 from autograder.plain import plain
-from helpers import grad_sharding
-from helpers.cluster import run
-from helpers.models import TinyMLP
-from helpers.reference import SameInit, make_batches, uneven_mlp
+from helpers import l06_gradient_sharding as grad_sharding
+from helpers.runtime.cluster import run
+from helpers.shared.models import TinyMLP
+from helpers.shared.state import SameInit, make_batches, uneven_mlp
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.

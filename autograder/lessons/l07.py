@@ -8,12 +8,12 @@ free after it, a second all-gather before its backward (FULL_SHARD), a reduce-sc
 gradient and a free after backward.
 
 The drivers that run a student's unit and loop on gloo, and the checks against PyTorch
-(autograd, SGD, real FSDP2), are student-side (:mod:`helpers.param_sharding`); the checks here
+(autograd, SGD, real FSDP2), are student-side (:mod:`helpers.l07_parameter_sharding`); the checks here
 pass a student's values through :mod:`autograder.plain` first. What the hidden checks send to
 the ranks solves no exercise (issue 23): a student's unit trains under
 :func:`step_shards_by_hand` (no optimizer, one batch per call), a student's loop trains
 :class:`RecordingUnit` stand-ins that shard nothing. Known-correct solutions of both exercises,
-for testing these checks, live in ``tests/test_param_sharding.py``. Sizes are elements unless a
+for testing these checks, live in ``tests/test_l07_parameter_sharding.py``. Sizes are elements unless a
 name says bytes; traffic is the bytes one rank sends under ring algorithms
 (:mod:`autograder.lessons.costs`).
 """
@@ -33,12 +33,12 @@ from autograder.lessons.costs import (adam_memory_bytes, ring_allgather_bytes, r
 from autograder.lessons.l01 import in_subgroup, run_in_subgroup
 from autograder.store import FLOAT32_RESULTS
 from autograder.plain import number, plain
-from helpers import param_sharding
-from helpers.checks import first_difference
-from helpers.cluster import run
-from helpers.data import tensors_to_json
-from helpers.models import TinyLM, shard_batch
-from helpers.reference import SameInit, make_batches, mse, rank_shard, state_of
+from helpers import l07_parameter_sharding as param_sharding
+from helpers.shared.checks import first_difference
+from helpers.runtime.cluster import run
+from helpers.shared.data import tensors_to_json
+from helpers.shared.models import TinyLM, shard_batch
+from helpers.shared.state import SameInit, make_batches, mse, rank_shard, state_of
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
@@ -595,7 +595,7 @@ def explorer_case(num_params: int, world_size: int, num_units: int) -> dict[str,
 
 
 def explorer_results() -> dict[str, Any]:
-    """Every slider setting of :func:`helpers.param_sharding_plots.param_sharding_explorer`."""
+    """Every slider setting of :func:`helpers.l07_parameter_sharding.plots.param_sharding_explorer`."""
     return {"num_units": list(EXPLORER_UNITS), "world_sizes": list(EXPLORER_WORLD_SIZES),
             "num_params": list(EXPLORER_PARAMS), "bytes_per_param": BYTES_PER_PARAM, "k": ADAM_K,
             "availability": {str(u): {key: availability(u, mode) for key, mode in _MODES.items()}
@@ -641,7 +641,7 @@ VISIBLE_TRAIN = {"model_fn": SameInit(param_sharding.layered_mlp, seed=3, kwargs
 
 
 def visible_results() -> dict[str, Any]:
-    """The float64 results the visible tests compare with (see ``helpers.param_sharding.stored_expected``)."""
+    """The float64 results the visible tests compare with (see ``helpers.l07_parameter_sharding.stored_expected``)."""
     batch = make_batches(**VISIBLE_UNIT["batch"])[0]
     trained = sgd_full_batch(VISIBLE_TRAIN["model_fn"], make_batches(**VISIBLE_TRAIN["batches"]), VISIBLE_TRAIN["lr"])
     gradients = unit_gradients(VISIBLE_UNIT["model_fn"], batch)

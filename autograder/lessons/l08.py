@@ -18,7 +18,7 @@ Memory on one rank: the shards of every unit always, unit ``v``'s full parameter
 ``I_v`` to ``E_v`` (the landing buffer exists from the moment its all-gather is issued, also
 while it waits for the channel), and unit ``v``'s activations from ``S_v`` to the end of
 forward (backward needs them). Times are seconds, sizes bytes. The gloo driver and the
-student-side check of the prefetching forward live in :mod:`helpers.prefetch`; the checks here
+student-side check of the prefetching forward live in :mod:`helpers.l08_prefetching`; the checks here
 pass a student's values through :mod:`autograder.plain` first.
 """
 from __future__ import annotations
@@ -32,9 +32,9 @@ import torch
 import torch.distributed as dist
 
 from autograder.plain import number, plain
-from helpers import prefetch
-from helpers.cluster import run
-from helpers.checks import rounded
+from helpers import l08_prefetching as prefetch
+from helpers.runtime.cluster import run
+from helpers.shared.checks import rounded
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
@@ -322,8 +322,8 @@ def assert_plan_depth(fn: Callable[..., Plan | None], cases: Sequence[tuple[Prof
 def planned_forward_on_rank(plan_fn: Callable[..., Any], widths: Sequence[int], x: torch.Tensor,
                             gather_s: Sequence[float], compute_s: Sequence[float], budget_bytes: float
                             ) -> dict[str, Any]:
-    """On a gloo rank: ``plan_fn`` on this group's :func:`helpers.prefetch.unit_sizes` (no activations), then the
-    forward at its depth (:func:`reference_forward`) measured by :func:`helpers.prefetch.forward_on_rank` under
+    """On a gloo rank: ``plan_fn`` on this group's :func:`helpers.l08_prefetching.unit_sizes` (no activations), then the
+    forward at its depth (:func:`reference_forward`) measured by :func:`helpers.l08_prefetching.forward_on_rank` under
     ``SlowNetwork`` with a modelled clock. Returns the plan, the measured peak (bytes, shards included) and the
     clock's trace (seconds); only the plan if it names no depth of ``0..U-1``."""
     unit_bytes, shard_bytes = prefetch.unit_sizes(widths, dist.get_world_size())
@@ -342,7 +342,7 @@ def assert_plan_measured(fn: Callable[..., Plan | None],
     (``gather_s``, ``compute_s``; :func:`planned_forward_on_rank`): the measured peak (shards included) fits the
     budget and equals the plan's ``peak_bytes``; the time blocked in ``wait()`` equals its ``exposed_s`` and the
     lowest exposed communication of the depths that fit. The planner is given
-    :func:`helpers.prefetch.unit_sizes` and no activations (the forward runs under ``no_grad``)."""
+    :func:`helpers.l08_prefetching.unit_sizes` and no activations (the forward runs under ``no_grad``)."""
     for widths, world_size, gather_s, compute_s, budget in cases:
         unit_bytes, shard_bytes = prefetch.unit_sizes(widths, world_size)
         profile = (gather_s, compute_s, unit_bytes, [0.0] * len(unit_bytes), shard_bytes)
@@ -420,7 +420,7 @@ def shuffled(trace: Sequence[tuple[str, int, float]], seed: int) -> list[tuple[s
 
 def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, num_units: int,
                                ledger: Any = None) -> None:
-    """:func:`helpers.prefetch.assert_prefetching_forward` on a plain copy of the ranks' results."""
+    """:func:`helpers.l08_prefetching.assert_prefetching_forward` on a plain copy of the ranks' results."""
     prefetch.assert_prefetching_forward(plain(results, "the ranks' results"), depth, num_units, ledger)
 
 
@@ -596,7 +596,7 @@ def explorer_slow_units(num_units: int) -> list[int]:
 
 
 def explorer_results() -> dict[str, Any]:
-    """Every slider setting of :func:`helpers.prefetch_plots.prefetch_explorer`."""
+    """Every slider setting of :func:`helpers.l08_prefetching.plots.prefetch_explorer`."""
     return {"num_units": list(EXPLORER_UNITS), "ratios": list(EXPLORER_RATIOS),
             "slow_units": {str(u): explorer_slow_units(u) for u in EXPLORER_UNITS},
             "activation_mb": list(EXPLORER_ACTIVATION_MB), "budget_mb": list(EXPLORER_BUDGET_MB),

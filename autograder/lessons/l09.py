@@ -11,11 +11,11 @@ step, every value a float64 copy (the mask bool), with the keys
 * ``"exp_avg/<name>"``, ``"exp_avg_sq/<name>"``, ``"step/<name>"``: Adam's state after the step.
 
 The runs themselves (the problem, the float64 reference, the zoo on gloo ranks) are
-student-side (:mod:`helpers.equivalence`); here their snapshots become update states, the
+student-side (:mod:`helpers.l09_equivalence_tests`); here their snapshots become update states, the
 reference checker judges them, and the checks pass a student's values through
 :mod:`autograder.plain` before comparing. Tolerances are relative, in the 2-norm, and
 calibrated per key: ``SAFETY`` (4) times the worst error a known-correct single-process run at
-the same precision (:func:`helpers.equivalence.calibration_run`) makes against the float64
+the same precision (:func:`helpers.l09_equivalence_tests.calibration_run`) makes against the float64
 reference, never below float32's epsilon.
 """
 from __future__ import annotations
@@ -36,9 +36,9 @@ from torch import nn
 
 from autograder.store import OTHER_CPU, Rounding
 from autograder.plain import plain
-from helpers import equivalence as eq
-from helpers.equivalence import FAMILIES, dtype_name, key_family, ordered_keys
-from helpers.remote import call
+from helpers import l09_equivalence_tests as eq
+from helpers.l09_equivalence_tests import FAMILIES, dtype_name, key_family, ordered_keys
+from helpers.runtime.remote import call
 
 # What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
 # expected value. The course check fails a source grading that ships anything else of this module.
@@ -72,7 +72,7 @@ PORTABLE_KERNELS = OTHER_CPU  # another CPU, simulated (autograder.store)
 
 
 def update_state(snap: dict[str, Any]) -> State:
-    """The update state of a :func:`helpers.equivalence.snapshot` (float64 copies, mask bool)."""
+    """The update state of a :func:`helpers.l09_equivalence_tests.snapshot` (float64 copies, mask bool)."""
     state: State = {"loss": snap["loss"].double().clone(), "clip_coef": snap["clip_coef"].double().clone(),
                     "mask": snap["mask"].clone()}
     for index, name in enumerate(snap["params"]):
@@ -177,7 +177,7 @@ def capture_run(capture_fn: Callable[..., Any], problem: eq.Problem | None = Non
     Returns ``(what capture_fn returned, the reference's states)``. The same deterministic
     training (:func:`_capture_steps`) runs twice: where ``capture_fn`` lives (in the notebook's
     kernel when graded), calling it after every step, and here, taking PyTorch's own view of
-    each step (:func:`helpers.equivalence.snapshot`), of which the reference's update states
+    each step (:func:`helpers.l09_equivalence_tests.snapshot`), of which the reference's update states
     are made. Nothing the notebook's code does (patching ``helpers``, editing the model)
     reaches the reference. ``groups``: an Adam with two parameter groups, listed (and their
     state restored) in another order than ``model.named_parameters()``.
@@ -522,9 +522,9 @@ def sharded_ratios(reference: State, shards: Sequence[State], layout: eq.Layout,
                    tolerances: dict[str, float]) -> dict[str, float]:
     """Per key of ``reference``, the worst :func:`tolerance_ratio` of what the shards hold of it (``inf``: missing).
 
-    A :data:`helpers.equivalence.FLAT` key is its elements gathered from the ranks' flat shards
-    (:func:`helpers.equivalence.shard_update_state`; the padding belongs to no tensor); a
-    :data:`helpers.equivalence.REPLICATED` key is every rank's copy; ``step/<name>`` is the
+    A :data:`helpers.l09_equivalence_tests.FLAT` key is its elements gathered from the ranks' flat shards
+    (:func:`helpers.l09_equivalence_tests.shard_update_state`; the padding belongs to no tensor); a
+    :data:`helpers.l09_equivalence_tests.REPLICATED` key is every rank's copy; ``step/<name>`` is the
     ``"step"`` of every rank holding an element of ``name``. A key passes exactly when its ratio is
     at most 1.
     """
@@ -889,7 +889,7 @@ def stored_zoo_verdicts() -> dict[str, Any]:
 # Verdicts of a calibrated checker decided by a key within MARGIN of its tolerance (at 1 x the calibration, a
 # correct run's worst key uses 1.1 to 1.4 times it; the loss of the float32 local-clipping run at step 1 exceeds
 # its tolerance only 1.7 to 1.8 times; the parameters of the float32 moments bug reach 0.74 of theirs at step 2):
-# {checker: runs}. tests/test_equivalence.py shows that these verdicts, and no others, change when the
+# {checker: runs}. tests/test_l09_equivalence_tests.py shows that these verdicts, and no others, change when the
 # tolerances are scaled by MARGIN or 1 / MARGIN.
 NEAR_TOLERANCE = {"no safety factor": tuple(n for n, m in eq.ZOO.items() if m.bug is None),
                   "loss only": ("clip_local_norm",), "no moments, no step": ("moments_resumed_in_bf16",)}
@@ -914,7 +914,7 @@ def _kernels() -> dict[str, Any]:
 def _kernels_under(env: dict[str, str]) -> dict[str, Any]:
     """:func:`_kernels` in a fresh Python process with ``env`` added to this one's environment (and no shared
     forkserver, so that its ranks start with ``env`` too)."""
-    from helpers.cluster import SHARED_FORKSERVER_ENV
+    from helpers.runtime.cluster import SHARED_FORKSERVER_ENV
 
     code = "import json; from autograder.lessons import l09; print(json.dumps(l09._kernels()))"
     environment = {k: v for k, v in os.environ.items() if k != SHARED_FORKSERVER_ENV} | env

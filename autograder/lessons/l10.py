@@ -10,8 +10,8 @@
   :func:`expected_lost_time`), and single-process float64 training references;
 * hidden **checks** (``check_*``), one per graded cell or case, comparing what the student's
   code returns (through :func:`autograder.plain.plain`) with a reference; the checkpoint's are
-  the cases (world sizes, crashed and stale ranks, models) of :func:`helpers.restart.crash_test`
-  and :func:`helpers.restart.stale_test`, whose verdict compares each restart with the same
+  the cases (world sizes, crashed and stale ranks, models) of :func:`helpers.l10_worker_failure.crash_test`
+  and :func:`helpers.l10_worker_failure.stale_test`, whose verdict compares each restart with the same
   job run uninterrupted, since the checkpoint's layout is the student's design;
 * :data:`STORED`: what chapter 10, its explorer and the visible tests read from
   ``helpers/stored``.
@@ -52,12 +52,13 @@ from torch import nn
 
 from autograder.store import Rounding
 from autograder.plain import number, plain
-from helpers import COURSE_SEED, faults
-from helpers import restart as lesson
-from helpers.cluster import ClusterError, rank_seed, run
-from helpers.data import tensors_to_json
-from helpers.reference import SameInit, state_of
-from helpers.remote import call
+from helpers import COURSE_SEED
+from helpers.runtime import faults
+from helpers import l10_worker_failure as lesson
+from helpers.runtime.cluster import ClusterError, rank_seed, run
+from helpers.shared.data import tensors_to_json
+from helpers.shared.state import SameInit, state_of
+from helpers.runtime.remote import call
 
 ROOT = Path(__file__).resolve().parents[2]  # the course root, where python -m helpers.launch runs
 
@@ -396,7 +397,7 @@ CRASH_CASES = {
 
 def check_crashes(save_fn: Callable[..., Any], load_fn: Callable[..., Any], case: str) -> None:
     """Case ``case`` of :data:`CRASH_CASES`: the save of step 4 killed at every crash point of the chosen
-    ranks (:func:`helpers.restart.crash_test`); every restart resumes coherently and ends as the
+    ranks (:func:`helpers.l10_worker_failure.crash_test`); every restart resumes coherently and ends as the
     uninterrupted job."""
     world_size, victims, with_scaler, model_fn, hyper = CRASH_CASES[case]
     lesson.crash_test(save_fn, load_fn, world_size, victims, with_scaler=with_scaler, model_fn=model_fn,
@@ -416,9 +417,9 @@ def check_stale_listing(save_fn: Callable[..., Any], load_fn: Callable[..., Any]
 def reference_run(world_size: int, num_steps: int, stream_kwargs: Mapping[str, Any] | None = None,
                   model_fn: Callable[[], nn.Module] = lesson.MODEL,
                   hyper: Mapping[str, Any] = lesson.ADAM) -> list[dict[str, Any]]:
-    """What :func:`helpers.restart.resumable_on_rank` returns on every rank for a correct, uninterrupted
+    """What :func:`helpers.l10_worker_failure.resumable_on_rank` returns on every rank for a correct, uninterrupted
     ``train_resumable``, computed in this process: each rank's forward pass on its rows with its own
-    random generators (seeded as :func:`helpers.cluster.run` seeds rank ``r``), the gradients summed
+    random generators (seeded as :func:`helpers.runtime.cluster.run` seeds rank ``r``), the gradients summed
     over the ranks and divided by ``world_size``, one Adam step."""
     def rng() -> tuple[Any, Any, Any]:
         return torch.get_rng_state(), np.random.get_state(), random.getstate()
@@ -847,7 +848,7 @@ def torchrun_log() -> dict[str, Any]:
 
 
 # The log's hash of float32 parameters differs between CPUs; within one run the killed and the
-# uninterrupted runs' hashes agree (helpers/launch/l10.py compares them), which is what the chapter shows.
+# uninterrupted runs' hashes agree (lesson 10's launch.py compares them), which is what the chapter shows.
 STORED_ROUNDING = {"10_torchrun_log": Rounding(masked=r"sha256 [0-9a-f]+")}
 STORED = {
     lesson.STORED_REFERENCES: visible_references,

@@ -26,6 +26,7 @@ import nbformat
 import psutil
 
 from helpers.launch import MISSING, VERDICT_FILE, MissingCode, check_source, script_constant
+from helpers.lessons import LESSONS, lesson
 
 ROOT = Path(__file__).resolve().parents[2]  # the course (or student copy) root, which holds helpers/
 IMPORTS_GRADE_ID = "imports"
@@ -63,13 +64,16 @@ def lesson_of(notebook: Path) -> str:
     return match.group(1)
 
 
-def script_of(lesson: str) -> Path:
-    """The file of lesson ``NN``'s torchrun script (module ``helpers.launch.lNN``)."""
-    path = Path(__file__).with_name(f"l{lesson}.py")
-    if not path.is_file():
-        have = sorted(p.stem[1:] for p in Path(__file__).parent.glob("l[0-9][0-9].py"))
-        raise LaunchError(f"lesson {lesson} has no torchrun script (lessons with one: {', '.join(have)})")
-    return path
+def script_of(number: str) -> tuple[str, Path]:
+    """The module and file of lesson ``NN``'s torchrun script (``helpers/lNN_slug/launch.py``)."""
+    try:
+        module = lesson(number).launch
+    except KeyError:
+        module = None
+    if module is None:
+        have = [item.nn for item in LESSONS if item.launch]
+        raise LaunchError(f"lesson {number} has no torchrun script (lessons with one: {', '.join(have)})")
+    return module, ROOT / (module.replace(".", "/") + ".py")
 
 
 def torchrun_command(module: str, student: Path, out: Path, args: argparse.Namespace) -> list[str]:
@@ -107,8 +111,7 @@ def run(args: argparse.Namespace) -> int:
     notebook_path = Path(args.notebook)
     if not notebook_path.is_file():
         raise LaunchError(f"no notebook {notebook_path}")
-    lesson = lesson_of(notebook_path)
-    script = script_of(lesson)
+    module, script = script_of(lesson_of(notebook_path))
     source = student_source(nbformat.read(notebook_path, as_version=4))
     try:
         check_source(source, script_constant(script, "NEEDS", ()))
@@ -125,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir()
     if args.max_restarts is None:
         args.max_restarts = script_constant(script, "MAX_RESTARTS", 0)
-    command = torchrun_command(f"helpers.launch.l{lesson}", student, out, args)
+    command = torchrun_command(module, student, out, args)
     if args.print_command:
         print(shlex.join(command))
         return 0

@@ -28,7 +28,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from helpers.launch import MISSING, VERDICT_FILE, MissingCode, check_source
-from helpers.ledger import RENAMED_WARNING, CollectiveRecord, install_recorder, record_of
+from helpers.runtime.ledger import RENAMED_WARNING, CollectiveRecord, install_recorder, record_of
 
 
 @dataclass
@@ -60,7 +60,7 @@ class Context:
             return DistributedDataParallel(module, device_ids=[self.local_rank] if self.backend == "nccl" else None)
 
     def record(self, op: str, bound: dict[str, Any]) -> None:
-        """Add one collective call to this rank's records (see :func:`helpers.ledger.install_recorder`)."""
+        """Add one collective call to this rank's records (see :func:`helpers.runtime.ledger.install_recorder`)."""
         if self.recording:
             self.records.append(record_of(op, bound, len(self.records)))
 

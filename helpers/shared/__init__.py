@@ -1,0 +1,1 @@
+"""What every lesson uses: models, data, state utilities, checks, figure style, stored results."""
