@@ -52,12 +52,12 @@ bench: setup
 grade: setup
 	$(PY) -m autograder grade $(NB)
 
-# On a machine with GPUs: every lesson's torchrun script (helpers/launch/lNN.py) with the source
+# On a machine with GPUs: every lesson's torchrun script (helpers/lNN_slug/launch.py) with the source
 # notebook's solutions on NCCL, one rank per GPU. Not yet run on a GPU (README, "On GPUs").
 gpu-smoke: setup
 	@gpus=$$($(PY) -c 'import torch; print(torch.cuda.device_count())'); \
 	test "$$gpus" -gt 0 || { echo "gpu-smoke: torch sees no GPU"; exit 2; }; \
-	for script in helpers/launch/l[0-9][0-9].py; do \
-	  n=$$(basename $$script .py | cut -c2-); \
+	for script in helpers/l[0-9][0-9]_*/launch.py; do \
+	  n=$$(basename $$(dirname $$script) | cut -c2-3); \
 	  $(PY) -m helpers.launch source/$${n}_*/$${n}_*.ipynb --backend nccl --nproc-per-node $$gpus || exit 1; \
 	done

@@ -97,7 +97,8 @@ def test_alpha_beta_time():
     assert lesson_plots.alpha_beta_allreduce_time(0.0, 1, 1e9, 1e-5) == (0.0, 0.0)
     with pytest.raises(ValueError):
         lesson_plots.alpha_beta_allreduce_time(10, 2, 0, 1e-5)
-    fig = lesson_plots.plot_allreduce_time([2, 4, 8], [4e6, 6e6, 7e6], 8, 1e9, 1e-5, num_params=10**6, bytes_per_element=4)
+    fig = lesson_plots.plot_allreduce_time([2, 4, 8], [4e6, 6e6, 7e6], 8, 1e9, 1e-5, num_params=10**6,
+                                           bytes_per_element=4)
     ax = fig.axes[0]
     labelled(ax)
     total = ax.get_lines()[0]

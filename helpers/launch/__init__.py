@@ -3,7 +3,7 @@
     python -m helpers.launch release/01_replicated_training/01_replicated_training.ipynb --nproc-per-node 2
 
 takes the solution cells of your notebook (and its import cell), writes them to a module, and
-runs the lesson's training script ``helpers/launch/lNN.py`` with them under
+runs the lesson's training script ``helpers/lNN_slug/launch.py`` with them under
 ``torchrun --standalone``: one process per rank, the rank and world size from the environment,
 as at scale. The script trains a small model with your functions, compares the result with a
 reference (single-process float64 training, or PyTorch's own DDP / ZeroRedundancyOptimizer),

@@ -1,7 +1,7 @@
 """The worker side every lesson script shares: load the student's module, join the group, run
 the lesson's ``main`` on this rank, record its collectives and report to rank 0.
 
-A lesson script ``helpers/launch/lNN.py`` defines ``NEEDS`` (the student's names it calls) and
+A lesson script ``helpers/lNN_slug/launch.py`` defines ``NEEDS`` (the student's names it calls) and
 ``main(student, context) -> Outcome``, and ends with ``worker(main, NEEDS, description)``.
 """
 from __future__ import annotations
