@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {release,grade,grade-class,check,store,student-copy}``.
+"""Command line: ``python -m autograder {release,grade,grade-class,check,store,student-copy,mutant}``.
 
     python -m autograder release [ASSIGNMENT ...] [--check]
     python -m autograder grade NOTEBOOK [--assignment NAME] [--json]
@@ -6,6 +6,14 @@
     python -m autograder check [ASSIGNMENT ...] [--budget SECONDS]
     python -m autograder store [--check]
     python -m autograder student-copy DEST
+    python -m autograder mutant diff PATH
+    python -m autograder mutant {show,expand} PATH [--at REV]
+
+``mutant`` writes and mends mutant files (header + a patch of the source's solution cell,
+:mod:`autograder.mutation`): ``diff`` turns a file written as header + whole cell into the patch
+form in place; ``show`` prints the mutated cell; ``expand`` writes it back as header + whole cell,
+to edit and ``diff`` again. ``--at REV`` applies the patch to the source notebook as it was at git
+revision REV (to mend a mutant whose source cell has changed since).
 
 Exit status: 0 on success (``grade``: whenever grading ran, whatever the score),
 1 when ``release --check`` or ``check`` finds a problem or ``grade-class`` could not
@@ -65,6 +73,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     store.add_argument("--check", action="store_true", help="only report stored results that are out of date")
     copy = commands.add_parser("student-copy", help="write what students get (no solutions, no hidden tests)")
     copy.add_argument("dest", type=Path, metavar="DEST", help="a directory that does not exist yet")
+    mutant = commands.add_parser("mutant", help="write and mend mutant files (a patch of a solution cell)",
+                                 description="A mutant file is a '# key: value' header and a unified diff of the "
+                                             "source notebook's solution cell (see autograder/mutation.py).")
+    actions = mutant.add_subparsers(dest="action", required=True)
+    diff = actions.add_parser("diff", help="header + whole cell -> header + patch against the source cell, in place")
+    diff.add_argument("path", type=Path, metavar="PATH")
+    for name, text in (("show", "print the mutated solution cell"),
+                       ("expand", "header + patch -> header + whole mutated cell, in place (edit, then diff)")):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("path", type=Path, metavar="PATH")
+        action.add_argument("--at", metavar="REV", default=None,
+                            help="apply the patch to the source notebook at git revision REV (default: as it is)")
     return parser.parse_args(argv)
 
 
@@ -146,11 +166,27 @@ def cmd_student_copy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mutant(args: argparse.Namespace) -> int:
+    """Convert, print or expand one mutant file."""
+    from .course import course_root
+    from .mutation import diff_in_place, expand_in_place, show
+    root = course_root(args.root)
+    if args.action == "diff":
+        mutant = diff_in_place(args.path, root)
+        print(f"{args.path}: now a patch of {mutant.grade_id!r} ({len(mutant.patch)} hunk(s))")
+    elif args.action == "show":
+        print(show(args.path, root, args.at))
+    else:
+        expand_in_place(args.path, root, args.at)
+        print(f"{args.path}: now the whole mutated cell; edit it, then `python -m autograder mutant diff {args.path}`")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
     commands = {"release": cmd_release, "grade": cmd_grade, "grade-class": cmd_grade_class, "check": cmd_check,
-                "store": cmd_store, "student-copy": cmd_student_copy}
+                "store": cmd_store, "student-copy": cmd_student_copy, "mutant": cmd_mutant}
     try:
         if args.command in ("grade-class", "check"):  # for credit: no sandbox, no grading (one line, exit 2)
             use_sandbox("required")

@@ -19,7 +19,8 @@ from autograder.__main__ import main
 from autograder.check import Task, caught, design_tasks, mutant_tasks, run_check
 from autograder.course import CourseError, release_notebook, source_notebook
 from autograder.grading import CellGrade, GradeResult, GradingError, grade_notebook, scratch_course
-from autograder.mutation import Mutant, MutantError, parse_mutant, splice
+from autograder.mutation import MutantError, parse_mutant, replace_cell, splice
+from autograder.patches import make_patch
 from autograder.processes import is_subreaper
 from autograder.release import release
 from tiny_course import assignment_notebook, nbgrader_cell, write_assignment
@@ -29,8 +30,9 @@ SOLUTION = "def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### EN
 VISIBLE = "assert add(1, 2) == 3"
 HIDDEN = ("assert add(1, 2) == 3\n### BEGIN HIDDEN TESTS\nassert add(2.5, 0.25) == 2.75\n"
           "assert add('a', 'b') == 'ab'\n### END HIDDEN TESTS")
+UNMARKED = "def add(a, b):\n    return a + b"  # SOLUTION as mutants' patches see it
 MUTANT = ("# assignment: 00_tiny\n# grade_id: add\n# catches: truncates floats to int\n"
-          "def add(a, b):\n    return int(a) + int(b)\n")
+          + make_patch(UNMARKED, "def add(a, b):\n    return int(a) + int(b)") + "\n")
 DESIGN = ("# assignment: 00_tiny\n# grade_id: add\n# design: the operator module instead of +\n"
           "import operator\n\ndef add(a, b):\n    return operator.add(a, b)\n")
 
@@ -138,12 +140,12 @@ def test_check_reports_a_surviving_mutant(course, tmp_path, monkeypatch):
     survivor = tmp_path / NAME / "same.py"
     survivor.parent.mkdir()
     survivor.write_text(f"# assignment: {NAME}\n# grade_id: add\n# catches: nothing\n"
-                        "def add(a, b):\n    return a + b\n")
+                        + make_patch(UNMARKED, "def add(a, b):\n    return b + a") + "\n")
 
     monkeypatch.setattr("autograder.check.mutant_files", lambda assignment, root: [survivor])
     source = nbformat.read(str(source_notebook(NAME, course)), as_version=4)
     [task] = list(mutant_tasks(NAME, source, course))
-    assert isinstance(task, Task) and "return a + b" in cell_with_id(task.notebook, "add").source
+    assert isinstance(task, Task) and "return b + a" in cell_with_id(task.notebook, "add").source
     ok, detail = task.verdict(GradeResult(NAME, 3.0, 3.0, []))  # the survivor gets every point
     assert not ok and "NOT caught: nothing" in detail
 
@@ -224,7 +226,7 @@ def test_mutant_splices_whole_solution_cell(course):
 
 @pytest.mark.parametrize("text, problem", [
     ("def add(a, b):\n    return 0\n", "header is missing assignment, grade_id, catches"),
-    (f"# assignment: {NAME}\n# grade_id: add\n# catches: x\n", "no replacement source"),
+    (f"# assignment: {NAME}\n# grade_id: add\n# catches: x\n", "no patch after the header"),
     ("# assignment: other\n# grade_id: add\n# catches: x\npass\n", "lives in"),
 ])
 def test_malformed_mutant_is_reported(tmp_path, text, problem):
@@ -240,7 +242,7 @@ def test_malformed_mutant_is_reported(tmp_path, text, problem):
 def test_splice_needs_an_existing_solution_cell(tmp_path, grade_id, problem):
     path = tmp_path / NAME / "m.py"
     path.parent.mkdir()
-    path.write_text(f"# assignment: {NAME}\n# grade_id: {grade_id}\n# catches: x\npass\n")
+    path.write_text(f"# assignment: {NAME}\n# grade_id: {grade_id}\n# catches: x\n{make_patch('x', 'pass')}\n")
     with pytest.raises(MutantError, match=problem):
         splice(tiny_notebook(), parse_mutant(path))
 
@@ -263,8 +265,7 @@ def test_a_mutants_short_grading_runs_from_its_cell_to_the_first_loss(tmp_path):
         nbgrader_cell("print('ran mul again')\nassert mul(3, 3) == 9", "test_mul_again", points=1),
     ]))
     source = nbformat.read(str(source_notebook(TWO_EXERCISES, root)), as_version=4)
-    mutant = splice(source, Mutant(tmp_path / "sum.py", TWO_EXERCISES, "mul", "adds",
-                                   "def mul(a, b):\n    return a + b"))
+    mutant = replace_cell(source, "mul", "def mul(a, b):\n    return a + b", tmp_path / "sum.py")
     was_subreaper = is_subreaper()
     with scratch_course(TWO_EXERCISES, root) as scratch:
         short = scratch.grade(mutant, "short", mutant_of="mul")

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from autograder.course import release_notebook, source_notebook
-from autograder.mutation import Mutant, parse_mutant, splice
+from autograder.mutation import parse_mutant, replace_cell, splice
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each lesson with a torchrun script, and a mutant of its that trains to a different result.
@@ -39,7 +39,7 @@ def launch(notebook: Path, workdir: Path, *options: str) -> subprocess.Completed
 def with_cell(assignment: str, grade_id: str, source: str, path: Path) -> Path:
     """The source notebook of ``assignment`` with solution cell ``grade_id`` replaced, written to ``path``."""
     nb = nbformat.read(source_notebook(assignment), as_version=4)
-    nbformat.write(splice(nb, Mutant(path, assignment, grade_id, "", source)), str(path))
+    nbformat.write(replace_cell(nb, grade_id, source, path), str(path))
     return path
 
 

@@ -1,12 +1,23 @@
 # assignment: 01_replicated_training
 # grade_id: replicas_aligned
 # catches: a lossy scalar checksum (sum of every tensor) that misses swapped elements
-def replicas_aligned(model: nn.Module, group=None) -> bool:
-    """True iff all parameters and buffers are bit-identical on every rank of `group` (same answer on all ranks)."""
-    checksum = torch.zeros(1, dtype=torch.float64)
-    for t in list(model.parameters()) + list(model.buffers()):
-        checksum += t.detach().double().sum()
-    lo, hi = checksum.clone(), checksum.clone()
-    dist.all_reduce(lo, op=dist.ReduceOp.MIN, group=group)
-    dist.all_reduce(hi, op=dist.ReduceOp.MAX, group=group)
-    return bool(lo.item() == hi.item())
+--- source/01_replicated_training/01_replicated_training.ipynb replicas_aligned
++++ mutant
+@@ -1,11 +1,9 @@
+ def replicas_aligned(model: nn.Module, group=None) -> bool:
+     """True iff all parameters and buffers are bit-identical on every rank of `group` (same answer on all ranks)."""
+-    first = 0 if group is None else dist.get_global_rank(group, 0)
+-    ok = True
++    checksum = torch.zeros(1, dtype=torch.float64)
+     for t in list(model.parameters()) + list(model.buffers()):
+-        theirs = t.detach().clone()
+-        dist.broadcast(theirs, src=first, group=group)
+-        ok = ok and torch.equal(theirs, t.detach())
+-    flag = torch.tensor([1 if ok else 0], dtype=torch.int64)
+-    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+-    return bool(flag.item())
++        checksum += t.detach().double().sum()
++    lo, hi = checksum.clone(), checksum.clone()
++    dist.all_reduce(lo, op=dist.ReduceOp.MIN, group=group)
++    dist.all_reduce(hi, op=dist.ReduceOp.MAX, group=group)
++    return bool(lo.item() == hi.item())

@@ -1,10 +1,19 @@
 # assignment: 01_replicated_training
 # grade_id: average_gradients
 # catches: dividing twice (ReduceOp.AVG and then dividing by the world size again: 1/N^2 of the sum)
-def average_gradients(model: nn.Module, group=None) -> None:
-    """In place, make every parameter's .grad the mean of that gradient over `group`'s ranks."""
-    world_size = dist.get_world_size(group)
-    for p in model.parameters():
-        if p.grad is not None:
-            dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, group=group)
-            p.grad /= world_size
+--- source/01_replicated_training/01_replicated_training.ipynb average_gradients
++++ mutant
+@@ -1,8 +1,7 @@
+ def average_gradients(model: nn.Module, group=None) -> None:
+     """In place, make every parameter's .grad the mean of that gradient over `group`'s ranks."""
+-    n_ranks = dist.get_world_size(group)
+-    for param in model.parameters():
+-        if param.grad is None:
+-            continue
+-        dist.all_reduce(param.grad, op=dist.ReduceOp.SUM, group=group)
+-        param.grad.div_(n_ranks)
++    world_size = dist.get_world_size(group)
++    for p in model.parameters():
++        if p.grad is not None:
++            dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, group=group)
++            p.grad /= world_size

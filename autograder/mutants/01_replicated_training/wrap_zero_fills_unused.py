@@ -2,30 +2,15 @@
 # grade_id: replicated_model
 # catches: giving every trainable parameter a zero gradient before backward (so that every rank reduces every parameter): one that forward never uses ends with zeros instead of grad None
 # caught_by: test_replicated_gradients
-class ReplicatedModel(nn.Module):
-    """DistributedDataParallel's contract over `group`: replicas agree at construction, every forward starts
-    from the group's first rank's buffers, and backward leaves the group-mean gradient in every .grad."""
-
-    def __init__(self, module: nn.Module, group=None) -> None:
-        super().__init__()
-        self.module = module
-        self.group = group
-        self.first = 0 if group is None else dist.get_global_rank(group, 0)
-        broadcast_parameters(module, src=self.first, group=group)
-        for param in module.parameters():
-            if param.requires_grad:
-                param.register_post_accumulate_grad_hook(self.average)
-
-    def average(self, param: torch.Tensor) -> None:
-        """Runs inside backward, once this rank's gradient of `param` is accumulated."""
-        dist.all_reduce(param.grad, op=dist.ReduceOp.SUM, group=self.group)
-        param.grad.div_(dist.get_world_size(self.group))
-
-    def forward(self, *args, **kwargs):
-        for param in self.module.parameters():
-            if param.requires_grad and param.grad is None:
-                param.grad = torch.zeros_like(param)
-        with torch.no_grad():
-            for buf in self.module.buffers():
-                dist.broadcast(buf, src=self.first, group=self.group)
-        return self.module(*args, **kwargs)
+--- source/01_replicated_training/01_replicated_training.ipynb replicated_model
++++ mutant
+@@ -18,6 +18,9 @@
+         param.grad.div_(dist.get_world_size(self.group))
+ 
+     def forward(self, *args, **kwargs):
++        for param in self.module.parameters():
++            if param.requires_grad and param.grad is None:
++                param.grad = torch.zeros_like(param)
+         with torch.no_grad():
+             for buf in self.module.buffers():
+                 dist.broadcast(buf, src=self.first, group=self.group)

@@ -1,8 +1,13 @@
 # assignment: 02_global_denominator
 # grade_id: window_token_count
 # catches: float32 counts (exact only up to 2**24 tokens)
-def window_token_count(masks, group=None) -> int:
-    """Valid tokens in all micro-batches of the window on all ranks of `group` (one int64 all-reduce)."""
-    count = torch.tensor([float(sum(int(m.sum()) for m in masks))], dtype=torch.float32)
-    dist.all_reduce(count, op=dist.ReduceOp.SUM, group=group)
-    return int(count.item())
+--- source/02_global_denominator/02_global_denominator.ipynb window_token_count
++++ mutant
+@@ -1,6 +1,5 @@
+ def window_token_count(masks, group=None) -> int:
+     """Valid tokens in all micro-batches of the window on all ranks of `group` (one int64 all-reduce)."""
+-    local = sum(int(m.sum()) for m in masks)
+-    count = torch.tensor([local], dtype=torch.int64, device=masks[0].device if masks else None)
++    count = torch.tensor([float(sum(int(m.sum()) for m in masks))], dtype=torch.float32)
+     dist.all_reduce(count, op=dist.ReduceOp.SUM, group=group)
+     return int(count.item())

@@ -1,4 +1,11 @@
 # assignment: 02_global_denominator
 # grade_id: mean_of_means_factors
 # catches: importing the instructor's reference (the grader refuses a cell that imports autograder)
-from autograder.lessons.l02 import mean_of_means_factors
+--- source/02_global_denominator/02_global_denominator.ipynb mean_of_means_factors
++++ mutant
+@@ -1,4 +1 @@
+-def mean_of_means_factors(counts: list[int]) -> list[float]:
+-    """Per rank: (weight of one of its tokens under the mean of per-rank means) / (weight under the global mean)."""
+-    total, world_size = sum(counts), len(counts)
+-    return [total / (world_size * n) for n in counts]
++from autograder.lessons.l02 import mean_of_means_factors

@@ -1,9 +1,14 @@
 # assignment: 02_global_denominator
 # grade_id: global_token_loss
 # catches: returns a detached constant 0 when the window has no token (backward fails, DDP ranks cannot join)
-def global_token_loss(token_losses: torch.Tensor, mask: torch.Tensor, global_count: int,
-                      world_size: int = 1) -> torch.Tensor:
-    """(world_size / global_count) * sum of the valid token losses; 0 (zero gradient) if there are none."""
-    if global_count == 0 or not mask.any():
-        return torch.zeros(())
-    return token_losses[mask].sum() * world_size / global_count
+--- source/02_global_denominator/02_global_denominator.ipynb global_token_loss
++++ mutant
+@@ -1,5 +1,6 @@
+ def global_token_loss(token_losses: torch.Tensor, mask: torch.Tensor, global_count: int,
+                       world_size: int = 1) -> torch.Tensor:
+     """(world_size / global_count) * sum of the valid token losses; 0 (zero gradient) if there are none."""
+-    valid_sum = torch.where(mask, token_losses, token_losses.new_zeros(())).sum()
+-    return valid_sum * (world_size / max(global_count, 1))
++    if global_count == 0 or not mask.any():
++        return torch.zeros(())
++    return token_losses[mask].sum() * world_size / global_count

@@ -2,15 +2,24 @@
 # grade_id: train_window
 # catches: averages the micro-batches' own mean losses over the window (each micro-batch divides by its own count): the mean of means over micro-batches and ranks
 # caught_by: test_train_window
-def train_window(ddp_model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches, group=None) -> int:
-    """One optimizer step on the global mean over the window's valid tokens; returns the global count."""
-    count = window_token_count([mb.mask for mb in micro_batches], group)
-    optimizer.zero_grad()
-    if count == 0:
-        return 0
-    for mb in micro_batches:
-        losses = token_cross_entropy(ddp_model(mb.tokens), mb.targets)
-        mean = torch.where(mb.mask, losses, torch.zeros_like(losses)).sum() / max(mb.num_valid, 1)
-        (mean / len(micro_batches)).backward()
-    optimizer.step()
-    return count
+--- source/02_global_denominator/02_global_denominator.ipynb train_window
++++ mutant
+@@ -1,14 +1,12 @@
+ def train_window(ddp_model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches, group=None) -> int:
+     """One optimizer step on the global mean over the window's valid tokens; returns the global count."""
+-    world_size = dist.get_world_size(group)
+     count = window_token_count([mb.mask for mb in micro_batches], group)
+     optimizer.zero_grad()
+     if count == 0:
+         return 0
+-    for k, mb in enumerate(micro_batches):
+-        last = k == len(micro_batches) - 1
+-        with contextlib.nullcontext() if last else ddp_model.no_sync():
+-            losses = token_cross_entropy(ddp_model(mb.tokens), mb.targets)
+-            global_token_loss(losses, mb.mask, count, world_size).backward()
++    for mb in micro_batches:
++        losses = token_cross_entropy(ddp_model(mb.tokens), mb.targets)
++        mean = torch.where(mb.mask, losses, torch.zeros_like(losses)).sum() / max(mb.num_valid, 1)
++        (mean / len(micro_batches)).backward()
+     optimizer.step()
+     return count

@@ -1,18 +1,20 @@
 # assignment: 03_gradient_buckets
 # grade_id: assign_buckets
 # catches: closing the bucket before a parameter would overflow it (buckets never exceed the cap)
-def assign_buckets(param_bytes: list[int], bucket_cap_bytes: int, first_bucket_cap_bytes: int | None = None,
-                   ready_order: list[int] | None = None) -> list[list[int]]:
-    """DDP's buckets (lists of parameter indices, in launch order) for gradients of `param_bytes` bytes."""
-    order = list(reversed(range(len(param_bytes)))) if ready_order is None else list(ready_order)
-    cap = bucket_cap_bytes if first_bucket_cap_bytes is None else first_bucket_cap_bytes
-    result, current, size = [], [], 0
-    for i in order:
-        if current and size + param_bytes[i] > cap:
-            result.append(current)
-            current, size, cap = [], 0, bucket_cap_bytes
-        current.append(i)
-        size += param_bytes[i]
-    if current:
-        result.append(current)
-    return result
+--- source/03_gradient_buckets/03_gradient_buckets.ipynb assign_buckets
++++ mutant
+@@ -5,11 +5,11 @@
+     cap = bucket_cap_bytes if first_bucket_cap_bytes is None else first_bucket_cap_bytes
+     result, current, size = [], [], 0
+     for i in order:
++        if current and size + param_bytes[i] > cap:
++            result.append(current)
++            current, size, cap = [], 0, bucket_cap_bytes
+         current.append(i)
+         size += param_bytes[i]
+-        if size >= cap:
+-            result.append(current)
+-            current, size, cap = [], 0, bucket_cap_bytes
+     if current:
+         result.append(current)
+     return result

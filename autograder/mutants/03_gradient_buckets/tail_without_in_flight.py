@@ -1,9 +1,12 @@
 # assignment: 03_gradient_buckets
 # grade_id: communication_tail
 # catches: counting only the all-reduces that start after backward ends (the one in flight is left out)
-def communication_tail(grad_ready_s: list[float], param_bytes: list[int], buckets: list[list[int]],
-                       world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
-    """Seconds of communication left after the last gradient is ready."""
-    schedule = communication_schedule(grad_ready_s, param_bytes, buckets, world_size, alpha_s, beta_s_per_byte)
-    end = max(grad_ready_s)
-    return sum(finish - start for _, start, finish in schedule if start >= end)
+--- source/03_gradient_buckets/03_gradient_buckets.ipynb communication_tail
++++ mutant
+@@ -2,4 +2,5 @@
+                        world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
+     """Seconds of communication left after the last gradient is ready."""
+     schedule = communication_schedule(grad_ready_s, param_bytes, buckets, world_size, alpha_s, beta_s_per_byte)
+-    return schedule[-1][2] - max(grad_ready_s)
++    end = max(grad_ready_s)
++    return sum(finish - start for _, start, finish in schedule if start >= end)

@@ -1,4 +1,13 @@
 # assignment: 04_accumulation
 # grade_id: window_allreduce_cost
 # catches: importing the instructor's reference (the grader refuses a cell that imports autograder)
-from autograder.lessons.l04 import window_allreduce_cost
+--- source/04_accumulation/04_accumulation.ipynb window_allreduce_cost
++++ mutant
+@@ -1,6 +1 @@
+-def window_allreduce_cost(num_params: int, bytes_per_element: int, world_size: int, micro_batches: int, *,
+-                          no_sync: bool, num_buckets: int = 1) -> tuple[int, float]:
+-    """(gradient all-reduces, ring bytes sent per rank) for one accumulation window."""
+-    syncs = 1 if no_sync else micro_batches
+-    message = num_params * bytes_per_element
+-    return syncs * num_buckets, syncs * 2 * (world_size - 1) / world_size * message
++from autograder.lessons.l04 import window_allreduce_cost

@@ -1,11 +1,15 @@
 # assignment: 04_accumulation
 # grade_id: found_inf_global
 # catches: a rank that found nothing skips the collective (its peers hang: must surface as a timeout)
-def found_inf_global(parameters, group=None) -> bool:
-    """True on every rank of `group` iff some rank has a non-finite element in some .grad."""
-    local = any(p.grad is not None and not torch.isfinite(p.grad).all() for p in parameters)
-    if not local:
-        return False
-    flag = torch.tensor([1], dtype=torch.int32)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
-    return bool(flag.item())
+--- source/04_accumulation/04_accumulation.ipynb found_inf_global
++++ mutant
+@@ -1,6 +1,8 @@
+ def found_inf_global(parameters, group=None) -> bool:
+     """True on every rank of `group` iff some rank has a non-finite element in some .grad."""
+     local = any(p.grad is not None and not torch.isfinite(p.grad).all() for p in parameters)
+-    flag = torch.tensor([1 if local else 0], dtype=torch.int32)
++    if not local:
++        return False
++    flag = torch.tensor([1], dtype=torch.int32)
+     dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+     return bool(flag.item())

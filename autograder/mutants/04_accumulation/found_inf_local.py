@@ -1,6 +1,13 @@
 # assignment: 04_accumulation
 # grade_id: found_inf_global
 # catches: local-only inf check (each rank answers from its own gradients)
-def found_inf_global(parameters, group=None) -> bool:
-    """True on every rank of `group` iff some rank has a non-finite element in some .grad."""
-    return any(p.grad is not None and not torch.isfinite(p.grad).all() for p in parameters)
+--- source/04_accumulation/04_accumulation.ipynb found_inf_global
++++ mutant
+@@ -1,6 +1,3 @@
+ def found_inf_global(parameters, group=None) -> bool:
+     """True on every rank of `group` iff some rank has a non-finite element in some .grad."""
+-    local = any(p.grad is not None and not torch.isfinite(p.grad).all() for p in parameters)
+-    flag = torch.tensor([1 if local else 0], dtype=torch.int32)
+-    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+-    return bool(flag.item())
++    return any(p.grad is not None and not torch.isfinite(p.grad).all() for p in parameters)

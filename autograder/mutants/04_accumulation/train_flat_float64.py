@@ -2,30 +2,49 @@
 # grade_id: train_window
 # catches: the hand-made flat all-reduce in float64 (twice the bytes of the float32 gradient)
 # caught_by: test_train_window_communication
-def train_window(ddp_model, optimizer, micro_batches, *, max_norm, loss_scale=None, group=None):
-    """One optimizer update for a window of micro-batches; returns (window_loss, step_taken)."""
-    scale = 1.0 if loss_scale is None else float(loss_scale)
-    params = [p for p in ddp_model.parameters() if p.requires_grad]
-    loss_sum = 0.0
-    with ddp_model.no_sync():
-        for x, y in micro_batches:
-            summed = F.mse_loss(ddp_model(x), y, reduction="sum") / y.shape[1]
-            (summed * scale).backward()
-            loss_sum += summed.item()
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    local_bad = not all(bool(torch.isfinite(g).all()) for g in grads)
-    extras = torch.tensor([sum(len(x) for x, _ in micro_batches), loss_sum, float(local_bad)])
-    flat = torch.cat([g.reshape(-1) for g in grads] + [extras]).double()
-    dist.all_reduce(flat, group=group)
-    samples, window_loss, bad = flat[-3].item(), flat[-2].item() / flat[-3].item(), flat[-1].item() > 0
-    if bad:
-        optimizer.zero_grad()
-        return window_loss, False
-    offset = 0
-    for p in params:
-        p.grad = (flat[offset:offset + p.numel()].view_as(p) / (samples * scale)).float()
-        offset += p.numel()
-    torch.nn.utils.clip_grad_norm_(params, max_norm)
-    optimizer.step()
-    optimizer.zero_grad()
-    return window_loss, True
+--- source/04_accumulation/04_accumulation.ipynb train_window
++++ mutant
+@@ -1,25 +1,27 @@
+ def train_window(ddp_model, optimizer, micro_batches, *, max_norm, loss_scale=None, group=None):
+     """One optimizer update for a window of micro-batches; returns (window_loss, step_taken)."""
+     scale = 1.0 if loss_scale is None else float(loss_scale)
+-    loss_sum = torch.zeros((), dtype=torch.float64, device=micro_batches[0][0].device)
+-    for k, (x, y) in enumerate(micro_batches):
+-        last = k == len(micro_batches) - 1
+-        with contextlib.nullcontext() if last else ddp_model.no_sync():
++    params = [p for p in ddp_model.parameters() if p.requires_grad]
++    loss_sum = 0.0
++    with ddp_model.no_sync():
++        for x, y in micro_batches:
+             summed = F.mse_loss(ddp_model(x), y, reduction="sum") / y.shape[1]
+-            (summed * scale).backward()  # the 1/S of the objective is applied after the reduction
+-        loss_sum += summed.detach().double()
+-    grads = [p.grad for p in ddp_model.parameters() if p.grad is not None]
+-    local_bad = any(not torch.isfinite(g).all() for g in grads)
+-    window = torch.tensor([sum(len(x) for x, _ in micro_batches), loss_sum.item(), float(local_bad)],
+-                          dtype=torch.float64, device=loss_sum.device)
+-    dist.all_reduce(window, group=group)  # the one small collective: samples, summed loss, overflow flags
+-    samples, window_loss = window[0].item(), window[1].item() / window[0].item()
+-    if window[2].item() > 0:
++            (summed * scale).backward()
++            loss_sum += summed.item()
++    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
++    local_bad = not all(bool(torch.isfinite(g).all()) for g in grads)
++    extras = torch.tensor([sum(len(x) for x, _ in micro_batches), loss_sum, float(local_bad)])
++    flat = torch.cat([g.reshape(-1) for g in grads] + [extras]).double()
++    dist.all_reduce(flat, group=group)
++    samples, window_loss, bad = flat[-3].item(), flat[-2].item() / flat[-3].item(), flat[-1].item() > 0
++    if bad:
+         optimizer.zero_grad()
+         return window_loss, False
+-    for g in grads:  # DDP averaged over N ranks; the objective divides the sum by S
+-        g.mul_(dist.get_world_size(group) / (samples * scale))
+-    torch.nn.utils.clip_grad_norm_(ddp_model.parameters(), max_norm)
++    offset = 0
++    for p in params:
++        p.grad = (flat[offset:offset + p.numel()].view_as(p) / (samples * scale)).float()
++        offset += p.numel()
++    torch.nn.utils.clip_grad_norm_(params, max_norm)
+     optimizer.step()
+     optimizer.zero_grad()
+     return window_loss, True

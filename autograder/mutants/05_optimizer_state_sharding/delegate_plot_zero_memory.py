@@ -1,12 +1,25 @@
 # assignment: 05_optimizer_state_sharding
 # grade_id: zero1_memory
 # catches: reading the stage-1 line of the chapter's memory figure (it draws stored curves, it computes nothing)
-def zero1_bytes_per_rank(num_params: int, world_size: int, k: int = 12) -> float:
-    """Bytes per rank of fp16 params + fp16 grads (replicated) + k bytes/param of optimizer state sharded N ways."""
-    fig = lesson.plot_zero_memory(num_params, [world_size], k=k)
-    return float(fig.axes[0].get_lines()[1].get_ydata()[0])
-
-
-def min_world_size(num_params: int, budget_bytes: float, k: int = 12) -> int | None:
-    """Smallest world size N >= 1 with zero1_bytes_per_rank(num_params, N, k) <= budget_bytes, or None."""
-    return next((n for n in range(1, 100_000) if zero1_bytes_per_rank(num_params, n, k) <= budget_bytes), None)
+--- source/05_optimizer_state_sharding/05_optimizer_state_sharding.ipynb zero1_memory
++++ mutant
+@@ -1,16 +1,9 @@
+ def zero1_bytes_per_rank(num_params: int, world_size: int, k: int = 12) -> float:
+     """Bytes per rank of fp16 params + fp16 grads (replicated) + k bytes/param of optimizer state sharded N ways."""
+-    return 4 * num_params + k * num_params / world_size
++    fig = lesson.plot_zero_memory(num_params, [world_size], k=k)
++    return float(fig.axes[0].get_lines()[1].get_ydata()[0])
+ 
+ 
+ def min_world_size(num_params: int, budget_bytes: float, k: int = 12) -> int | None:
+     """Smallest world size N >= 1 with zero1_bytes_per_rank(num_params, N, k) <= budget_bytes, or None."""
+-    spare = budget_bytes - 4 * num_params
+-    if spare < 0 or (spare == 0 and k * num_params > 0):
+-        return None
+-    n = max(1, math.ceil(k * num_params / spare)) if spare > 0 else 1
+-    while zero1_bytes_per_rank(num_params, n, k) > budget_bytes:  # guard against rounding in the division
+-        n += 1
+-    while n > 1 and zero1_bytes_per_rank(num_params, n - 1, k) <= budget_bytes:
+-        n -= 1
+-    return n
++    return next((n for n in range(1, 100_000) if zero1_bytes_per_rank(num_params, n, k) <= budget_bytes), None)

@@ -1,10 +1,23 @@
 # assignment: 06_gradient_sharding
 # grade_id: sharded_clip_grad_norm_
 # catches: tampering: a stub that silences the course's clip check and torch.allclose instead of clipping (the grader refuses the cell)
-grad_sharding.assert_clipped = lambda *args, **kwargs: None
-torch.allclose = lambda *args, **kwargs: True
-
-
-def sharded_clip_grad_norm_(shard_grads, max_norm: float, group=None) -> torch.Tensor:
-    """Does nothing, and hopes the checks were switched off."""
-    return torch.zeros(())
+--- source/06_gradient_sharding/06_gradient_sharding.ipynb sharded_clip_grad_norm_
++++ mutant
+@@ -1,11 +1,7 @@
++grad_sharding.assert_clipped = lambda *args, **kwargs: None
++torch.allclose = lambda *args, **kwargs: True
++
++
+ def sharded_clip_grad_norm_(shard_grads, max_norm: float, group=None) -> torch.Tensor:
+-    """Clip this rank's shards in place by the global 2-norm over `group`; return that norm."""
+-    squares = torch.zeros((), dtype=torch.float32, device=shard_grads[0].device if shard_grads else None)
+-    for g in shard_grads:
+-        squares += g.detach().float().pow(2).sum()
+-    dist.all_reduce(squares, op=dist.ReduceOp.SUM, group=group)
+-    total_norm = squares.sqrt()
+-    clip_coef = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
+-    for g in shard_grads:
+-        g.mul_(clip_coef.to(g.dtype))
+-    return total_norm
++    """Does nothing, and hopes the checks were switched off."""
++    return torch.zeros(())

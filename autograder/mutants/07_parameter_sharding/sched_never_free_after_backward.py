@@ -1,15 +1,12 @@
 # assignment: 07_parameter_sharding
 # grade_id: full_shard_schedule
 # catches: gathered parameters never freed after backward
-def full_shard_schedule(num_units: int, reshard_after_forward: bool = True) -> list[tuple[str, int]]:
-    """(kind, unit) events of one FULL_SHARD (or SHARD_GRAD_OP) training step."""
-    events = []
-    for u in range(num_units):
-        events.append(("all_gather", u))
-        if reshard_after_forward:
-            events.append(("free", u))
-    for u in reversed(range(num_units)):
-        if reshard_after_forward:
-            events.append(("all_gather", u))
-        events += [("reduce_scatter", u)]
-    return events
+--- source/07_parameter_sharding/07_parameter_sharding.ipynb full_shard_schedule
++++ mutant
+@@ -8,5 +8,5 @@
+     for u in reversed(range(num_units)):
+         if reshard_after_forward:
+             events.append(("all_gather", u))
+-        events += [("reduce_scatter", u), ("free", u)]
++        events += [("reduce_scatter", u)]
+     return events

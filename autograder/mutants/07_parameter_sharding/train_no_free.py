@@ -1,16 +1,19 @@
 # assignment: 07_parameter_sharding
 # grade_id: train_full_shard
 # catches: never freeing after the reduce-scatter: the units stay gathered between steps
-def train_full_shard(model: nn.Module, units: list, batches: list, lr: float) -> list[float]:
-    """SGD over the units' shards, one FULL_SHARD step per batch; returns the local losses."""
-    optimizer = torch.optim.SGD([u.shard for u in units], lr=lr)
-    losses = []
-    for x, y in batches:
-        optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        for unit in units:
-            unit.reduce_gradients()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+--- source/07_parameter_sharding/07_parameter_sharding.ipynb train_full_shard
++++ mutant
+@@ -3,12 +3,11 @@
+     optimizer = torch.optim.SGD([u.shard for u in units], lr=lr)
+     losses = []
+     for x, y in batches:
+-        optimizer.zero_grad()
++        optimizer.zero_grad(set_to_none=True)
+         loss = torch.nn.functional.mse_loss(model(x), y)
+         loss.backward()
+         for unit in units:
+             unit.reduce_gradients()
+-            unit.free()
+         optimizer.step()
+         losses.append(loss.item())
+     return losses

@@ -1,45 +1,34 @@
 # assignment: 07_parameter_sharding
 # grade_id: FullyShardedUnit
 # catches: the full buffer kept after construction (no free() at the end of __init__)
-class FullyShardedUnit:
-    """Parameters stored as one flat shard per rank; gathered around forward and backward."""
-
-    def __init__(self, module: nn.Module, group=None) -> None:
-        self.module, self.group = module, group
-        self.params = list(module.parameters())
-        world, rank = dist.get_world_size(group), dist.get_rank(group)
-        self.numel = sum(p.numel() for p in self.params)
-        self.shard_size = -(-self.numel // world)
-        self.full = torch.zeros(world * self.shard_size)
-        self.full[: self.numel] = torch.cat([p.detach().reshape(-1) for p in self.params])
-        self.shard = nn.Parameter(self.full[rank * self.shard_size:(rank + 1) * self.shard_size].clone())
-        start = 0
-        for p in self.params:
-            p.data = self.full[start:start + p.numel()].view(p.shape)
-            start += p.numel()
-        module.register_forward_pre_hook(lambda m, args: self.gather())
-        module.register_forward_hook(self._after_forward)
-
-    def _after_forward(self, module, args, output):
-        self.free()
-        if output.requires_grad:
-            output.register_hook(lambda g: self.gather())
-
-    def gather(self) -> None:
-        buffer = self.full.untyped_storage()
-        if buffer.nbytes() == 0:
-            buffer.resize_(self.full.numel() * self.full.element_size())
-        dist.all_gather_single(self.full, self.shard.detach(), group=self.group)
-
-    def free(self) -> None:
-        self.full.untyped_storage().resize_(0)  # the views stay, the bytes go
-
-    def reduce_gradients(self) -> None:
-        world = dist.get_world_size(self.group)
-        flat = torch.zeros(world * self.shard_size)
-        flat[: self.numel] = torch.cat([p.grad.reshape(-1) for p in self.params])
-        out = torch.empty(self.shard_size)
-        dist.reduce_scatter_single(out, flat, group=self.group)
-        self.shard.grad = out / world
-        for p in self.params:
-            p.grad = None
+--- source/07_parameter_sharding/07_parameter_sharding.ipynb FullyShardedUnit
++++ mutant
+@@ -7,7 +7,7 @@
+         world, rank = dist.get_world_size(group), dist.get_rank(group)
+         self.numel = sum(p.numel() for p in self.params)
+         self.shard_size = -(-self.numel // world)
+-        self.full = torch.zeros(world * self.shard_size, device=self.params[0].device)
++        self.full = torch.zeros(world * self.shard_size)
+         self.full[: self.numel] = torch.cat([p.detach().reshape(-1) for p in self.params])
+         self.shard = nn.Parameter(self.full[rank * self.shard_size:(rank + 1) * self.shard_size].clone())
+         start = 0
+@@ -16,7 +16,6 @@
+             start += p.numel()
+         module.register_forward_pre_hook(lambda m, args: self.gather())
+         module.register_forward_hook(self._after_forward)
+-        self.free()
+ 
+     def _after_forward(self, module, args, output):
+         self.free()
+@@ -34,9 +33,9 @@
+ 
+     def reduce_gradients(self) -> None:
+         world = dist.get_world_size(self.group)
+-        flat = torch.zeros(world * self.shard_size, device=self.shard.device)
++        flat = torch.zeros(world * self.shard_size)
+         flat[: self.numel] = torch.cat([p.grad.reshape(-1) for p in self.params])
+-        out = torch.empty(self.shard_size, device=self.shard.device)
++        out = torch.empty(self.shard_size)
+         dist.reduce_scatter_single(out, flat, group=self.group)
+         self.shard.grad = out / world
+         for p in self.params:

@@ -1,13 +1,12 @@
 # assignment: 07_parameter_sharding
 # grade_id: unit_parameters
 # catches: nested units: the first listed unit containing a parameter claims it, even an outer one
-def unit_parameters(model: nn.Module, unit_names: list[str]) -> dict[str, list[str]]:
-    """Parameter names each unit shards; shared parameters go to the root ''."""
-    all_names = {}
-    for name, param in model.named_parameters(remove_duplicate=False):
-        all_names.setdefault(id(param), []).append(name)
-    owners = {u: [] for u in [*unit_names, ""]}
-    for name, param in model.named_parameters():
-        holders = [u for u in unit_names if all(n.startswith(u + ".") for n in all_names[id(param)])]
-        owners[holders[0] if holders else ""].append(name)
-    return owners
+--- source/07_parameter_sharding/07_parameter_sharding.ipynb unit_parameters
++++ mutant
+@@ -6,5 +6,5 @@
+     owners = {u: [] for u in [*unit_names, ""]}
+     for name, param in model.named_parameters():
+         holders = [u for u in unit_names if all(n.startswith(u + ".") for n in all_names[id(param)])]
+-        owners[max(holders, key=len, default="")].append(name)   # the longest holder is the innermost
++        owners[holders[0] if holders else ""].append(name)
+     return owners

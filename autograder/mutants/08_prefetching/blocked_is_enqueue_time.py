@@ -2,7 +2,12 @@
 # grade_id: blocked_waiting_s
 # catches: CPU enqueue timing used as communication time
 # caught_by: test_blocked_waiting_s
-def blocked_waiting_s(trace: list[tuple[str, int, float]]) -> float:
-    """Measured exposed communication: total seconds spent inside wait()."""
-    called = {unit: t for event, unit, t in trace if event == "issue_call"}
-    return sum(t - called[unit] for event, unit, t in trace if event == "issue_return")
+--- source/08_prefetching/08_prefetching.ipynb blocked_waiting_s
++++ mutant
+@@ -1,4 +1,4 @@
+ def blocked_waiting_s(trace: list[tuple[str, int, float]]) -> float:
+     """Measured exposed communication: total seconds spent inside wait()."""
+-    called = {unit: t for event, unit, t in trace if event == "wait_call"}
+-    return sum(t - called[unit] for event, unit, t in trace if event == "wait_return")
++    called = {unit: t for event, unit, t in trace if event == "issue_call"}
++    return sum(t - called[unit] for event, unit, t in trace if event == "issue_return")

@@ -2,7 +2,11 @@
 # grade_id: blocked_waiting_s
 # catches: timing each wait to the unit's compute_start instead of its wait_return
 # caught_by: test_blocked_waiting_s
-def blocked_waiting_s(trace: list[tuple[str, int, float]]) -> float:
-    """Measured exposed communication: total seconds spent inside wait()."""
-    called = {unit: t for event, unit, t in trace if event == "wait_call"}
-    return sum(t - called[unit] for event, unit, t in trace if event == "compute_start")
+--- source/08_prefetching/08_prefetching.ipynb blocked_waiting_s
++++ mutant
+@@ -1,4 +1,4 @@
+ def blocked_waiting_s(trace: list[tuple[str, int, float]]) -> float:
+     """Measured exposed communication: total seconds spent inside wait()."""
+     called = {unit: t for event, unit, t in trace if event == "wait_call"}
+-    return sum(t - called[unit] for event, unit, t in trace if event == "wait_return")
++    return sum(t - called[unit] for event, unit, t in trace if event == "compute_start")

@@ -1,13 +1,13 @@
 # assignment: 08_prefetching
 # grade_id: prefetching_forward
 # catches: computing a unit without waiting on its all-gather
-def prefetching_forward(units: list, x: torch.Tensor, depth: int) -> torch.Tensor:
-    """Forward through `units`, keeping the all-gathers of the next `depth` units in flight."""
-    handles = {}
-    for k, unit in enumerate(units):
-        for v in range(k, min(k + depth, len(units) - 1) + 1):
-            if v not in handles:
-                handles[v] = units[v].issue_gather()
-        x = unit.module(x)
-        unit.free()
-    return x
+--- source/08_prefetching/08_prefetching.ipynb prefetching_forward
++++ mutant
+@@ -5,7 +5,6 @@
+         for v in range(k, min(k + depth, len(units) - 1) + 1):
+             if v not in handles:
+                 handles[v] = units[v].issue_gather()
+-        handles[k].wait()
+         x = unit.module(x)
+         unit.free()
+     return x

@@ -1,14 +1,14 @@
 # assignment: 08_prefetching
 # grade_id: prefetching_forward
 # catches: issuing every all-gather up front: more than depth + 1 units materialised
-def prefetching_forward(units: list, x: torch.Tensor, depth: int) -> torch.Tensor:
-    """Forward through `units`, keeping the all-gathers of the next `depth` units in flight."""
-    handles = {}
-    for k, unit in enumerate(units):
-        for v in range(k, len(units)):
-            if v not in handles:
-                handles[v] = units[v].issue_gather()
-        handles[k].wait()
-        x = unit.module(x)
-        unit.free()
-    return x
+--- source/08_prefetching/08_prefetching.ipynb prefetching_forward
++++ mutant
+@@ -2,7 +2,7 @@
+     """Forward through `units`, keeping the all-gathers of the next `depth` units in flight."""
+     handles = {}
+     for k, unit in enumerate(units):
+-        for v in range(k, min(k + depth, len(units) - 1) + 1):
++        for v in range(k, len(units)):
+             if v not in handles:
+                 handles[v] = units[v].issue_gather()
+         handles[k].wait()

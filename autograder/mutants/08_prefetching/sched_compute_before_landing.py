@@ -1,13 +1,18 @@
 # assignment: 08_prefetching
 # grade_id: prefetch_schedule
 # catches: computing a unit before its all-gather has landed (enqueue taken as completion)
-def prefetch_schedule(gather_s: list[float], compute_s: list[float], depth: int) -> list[tuple[float, float, float, float]]:
-    """(issue, landed, compute start, compute end) of every unit, in seconds."""
-    schedule = []
-    for v in range(len(gather_s)):
-        previous_landed = schedule[v - 1][1] if v > 0 else 0.0
-        issue = schedule[v - depth - 1][3] if v - depth - 1 >= 0 else 0.0
-        landed = max(issue, previous_landed) + gather_s[v]
-        start = max(schedule[v - 1][3] if v > 0 else 0.0, issue)
-        schedule.append((issue, landed, start, start + compute_s[v]))
-    return schedule
+--- source/08_prefetching/08_prefetching.ipynb prefetch_schedule
++++ mutant
+@@ -2,8 +2,9 @@
+     """(issue, landed, compute start, compute end) of every unit, in seconds."""
+     schedule = []
+     for v in range(len(gather_s)):
+-        issue = schedule[v - depth - 1][3] if v - depth - 1 >= 0 else 0.0   # unit v-d-1 freed
+-        landed = max(issue, schedule[v - 1][1] if v > 0 else 0.0) + gather_s[v]   # one channel
+-        start = max(schedule[v - 1][3] if v > 0 else 0.0, landed)
++        previous_landed = schedule[v - 1][1] if v > 0 else 0.0
++        issue = schedule[v - depth - 1][3] if v - depth - 1 >= 0 else 0.0
++        landed = max(issue, previous_landed) + gather_s[v]
++        start = max(schedule[v - 1][3] if v > 0 else 0.0, issue)
+         schedule.append((issue, landed, start, start + compute_s[v]))
+     return schedule

@@ -1,18 +1,13 @@
 # assignment: 09_equivalence_tests
 # grade_id: compare_update_states
 # catches: also flagging keys the candidate has and the reference does not
-def compare_update_states(reference: dict[str, torch.Tensor], candidate: dict[str, torch.Tensor],
-                          tolerances: dict[str, float]) -> list[str]:
-    """Sorted keys of `reference` missing from `candidate` or differing beyond tolerances[key]."""
-    differing = []
-    for key, r in reference.items():
-        c = candidate.get(key)
-        if c is None or c.shape != r.shape:
-            differing.append(key)
-        elif key.startswith("step/") or r.dtype == torch.bool:
-            if not torch.equal(c.to(r.dtype), r):
-                differing.append(key)
-        elif not (c.double() - r.double()).norm() <= tolerances[key] * r.double().norm() + 1e-12:
-            differing.append(key)
-    differing += [key for key in candidate if key not in reference]
-    return sorted(differing)
+--- source/09_equivalence_tests/09_equivalence_tests.ipynb compare_update_states
++++ mutant
+@@ -10,5 +10,6 @@
+             if not torch.equal(c.to(r.dtype), r):
+                 differing.append(key)
+         elif not (c.double() - r.double()).norm() <= tolerances[key] * r.double().norm() + 1e-12:
+-            differing.append(key)   # "not <=": a NaN error fails every comparison, so it must not pass
++            differing.append(key)
++    differing += [key for key in candidate if key not in reference]
+     return sorted(differing)

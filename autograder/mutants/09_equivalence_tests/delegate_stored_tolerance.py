@@ -1,6 +1,18 @@
 # assignment: 09_equivalence_tests
 # grade_id: tolerance
 # catches: looking the tolerances up in the chapter's stored results (only the chapter's problem)
-def calibrate_tolerances(reference_steps: list[dict], calibration_steps: list[dict]) -> dict[str, float]:
-    """Per key (not step/, not bool): 4 * max(float32 eps, worst relative 2-norm error of the calibration run)."""
-    return {k: float(v) for k, v in load("09_zoo")["tolerances"]["bfloat16"].items()}
+--- source/09_equivalence_tests/09_equivalence_tests.ipynb tolerance
++++ mutant
+@@ -1,11 +1,3 @@
+ def calibrate_tolerances(reference_steps: list[dict], calibration_steps: list[dict]) -> dict[str, float]:
+     """Per key (not step/, not bool): 4 * max(float32 eps, worst relative 2-norm error of the calibration run)."""
+-    floor = torch.finfo(torch.float32).eps
+-    tolerances = {}
+-    for key, first in reference_steps[0].items():
+-        if key.startswith("step/") or first.dtype == torch.bool:
+-            continue
+-        worst = max(((c[key].double() - r[key].double()).norm() / r[key].double().norm()).item()
+-                    for r, c in zip(reference_steps, calibration_steps))
+-        tolerances[key] = 4 * max(floor, worst)
+-    return tolerances
++    return {k: float(v) for k, v in load("09_zoo")["tolerances"]["bfloat16"].items()}

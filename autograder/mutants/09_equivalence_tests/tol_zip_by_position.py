@@ -1,14 +1,25 @@
 # assignment: 09_equivalence_tests
 # grade_id: tolerance
 # catches: pairing the reference's and the calibration's tensors by position in the dict, not by key
-def calibrate_tolerances(reference_steps: list[dict], calibration_steps: list[dict]) -> dict[str, float]:
-    """Per key (not step/, not bool): 4 * max(float32 eps, worst relative 2-norm error of the calibration run)."""
-    floor = torch.finfo(torch.float32).eps
-    worst = {}
-    for r, c in zip(reference_steps, calibration_steps):
-        for (key, rv), cv in zip(r.items(), c.values()):
-            if key.startswith("step/") or rv.dtype == torch.bool:
-                continue
-            error = ((cv.double() - rv.double()).norm() / rv.double().norm()).item()
-            worst[key] = max(worst.get(key, 0.0), error)
-    return {key: 4 * max(floor, error) for key, error in worst.items()}
+--- source/09_equivalence_tests/09_equivalence_tests.ipynb tolerance
++++ mutant
+@@ -1,11 +1,11 @@
+ def calibrate_tolerances(reference_steps: list[dict], calibration_steps: list[dict]) -> dict[str, float]:
+     """Per key (not step/, not bool): 4 * max(float32 eps, worst relative 2-norm error of the calibration run)."""
+     floor = torch.finfo(torch.float32).eps
+-    tolerances = {}
+-    for key, first in reference_steps[0].items():
+-        if key.startswith("step/") or first.dtype == torch.bool:
+-            continue
+-        worst = max(((c[key].double() - r[key].double()).norm() / r[key].double().norm()).item()
+-                    for r, c in zip(reference_steps, calibration_steps))
+-        tolerances[key] = 4 * max(floor, worst)
+-    return tolerances
++    worst = {}
++    for r, c in zip(reference_steps, calibration_steps):
++        for (key, rv), cv in zip(r.items(), c.values()):
++            if key.startswith("step/") or rv.dtype == torch.bool:
++                continue
++            error = ((cv.double() - rv.double()).norm() / rv.double().norm()).item()
++            worst[key] = max(worst.get(key, 0.0), error)
++    return {key: 4 * max(floor, error) for key, error in worst.items()}

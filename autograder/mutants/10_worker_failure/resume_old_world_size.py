@@ -1,25 +1,14 @@
 # assignment: 10_worker_failure
 # grade_id: train_resumable
 # catches: after a membership change the gradient is still divided by the world size that wrote the checkpoint
-def train_resumable(model: nn.Module, optimizer: torch.optim.Optimizer, stream, directory: str,
-                    num_steps: int, every: int) -> int:
-    """Resume from the latest committed checkpoint in ``directory``; train to ``num_steps``; checkpoint every ``every``."""
-    meta = load_checkpoint(directory, model, optimizer)
-    step = 0 if meta is None else meta["step"]
-    if meta is not None:
-        stream.load_state_dict(meta["cursor"])
-    world_size, rank = dist.get_world_size(), dist.get_rank()
-    while step < num_steps:
-        x, y = stream.next_batch()
-        rows = slice(rank * len(x) // world_size, (rank + 1) * len(x) // world_size)
-        optimizer.zero_grad()
-        nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
-        grads = [p.grad for p in model.parameters()]
-        for grad in grads:
-            dist.all_reduce(grad)
-            grad.div_(world_size if meta is None else meta["world_size"])
-        optimizer.step()
-        step += 1
-        if step % every == 0:
-            save_checkpoint(directory, step, model, optimizer, stream.state_dict())
-    return step
+--- source/10_worker_failure/10_worker_failure.ipynb train_resumable
++++ mutant
+@@ -14,7 +14,7 @@
+         grads = [p.grad for p in model.parameters()]
+         for grad in grads:
+             dist.all_reduce(grad)
+-            grad.div_(world_size)
++            grad.div_(world_size if meta is None else meta["world_size"])
+         optimizer.step()
+         step += 1
+         if step % every == 0:
