@@ -28,6 +28,7 @@ from torch import nn
 from helpers.runtime import remote
 from helpers.shared.checks import first_difference, rounded
 from helpers.shared.state import grads_of, mean_of, mse, rank_shard
+from helpers.runtime.hooks import Run
 from helpers.runtime.slow_network import SlowNetwork
 
 Buckets = list[list[int]]
@@ -334,33 +335,28 @@ class ClockedNetwork(SlowNetwork):
             block.log = None
         super().__exit__(*exc)
 
-    def _deferring(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        deferring = super()._deferring(original)
-
-        def collective(*args: Any, async_op: bool = False, **kwargs: Any) -> Any:
-            tensor = args[0] if args else next(iter(kwargs.values()))
-            k = self.issued
-            self.issued += 1
-            self.log.append(("launch", original.__name__, tensor.numel() * tensor.element_size(), k))
-            if not async_op:
-                self.log.append(("wait", k))
-                return deferring(*args, **kwargs)
-            work = deferring(*args, async_op=True, **kwargs)
-            own = _OwnWork(self, work.position, k, work.tensor)
-            self.queue[-1] = (*self.queue[-1][:3], own)
-            return own
-
-        return collective
+    def _intercept(self, op: str, run: Run, args: tuple, kwargs: dict) -> Any:
+        tensor = args[0] if args else next(v for key, v in kwargs.items() if key != "async_op")
+        k = self.issued
+        self.issued += 1
+        self.log.append(("launch", op, tensor.numel() * tensor.element_size(), k))
+        if not kwargs.get("async_op", False):
+            self.log.append(("wait", k))
+            return super()._intercept(op, run, args, kwargs)
+        work = super()._intercept(op, run, args, kwargs)
+        own = _OwnWork(self, work.position, k, work.tensor)
+        self.queue[-1] = (*self.queue[-1][:3], own)
+        return own
 
     def flush(self, position: int) -> None:
         """Run every queued collective up to ``position`` in launch order, each on a copy of its buffer."""
         while self.done <= position:
-            original, args, kwargs, work = self.queue[self.done]
+            run, args, kwargs, work = self.queue[self.done]
             scratch = work.tensor.clone()
             if args:
-                original(scratch, *args[1:], **kwargs)
+                run((scratch, *args[1:]), kwargs)
             else:
-                original(**{**kwargs, "tensor": scratch})
+                run((), {**kwargs, "tensor": scratch})
             self.results.append(scratch)
             self.done += 1
 

@@ -44,8 +44,7 @@ from typing import Any, Callable, Sequence
 
 import torch.distributed as dist
 
-from helpers.runtime import remote
-from helpers.runtime.ledger import COLLECTIVES
+from helpers.runtime import hooks, remote
 
 __all__ = ["Fault", "kill", "freeze", "stall", "fail", "point", "InjectedFault", "RankView", "FaultReport",
            "run_with_faults", "arm_from_env", "FAULT_ENV"]
@@ -119,7 +118,7 @@ class _Armed:
         self.counts: dict[str, int] = {}
         self.report_path: str | None = None
         self.start = time.monotonic()
-        self.saved_ops: dict[str, Callable[..., Any]] = {}
+        self.counting = False  # an observer of collectives is registered
 
 
 _armed = _Armed()
@@ -159,21 +158,18 @@ def _arm(faults: Sequence[Fault], rank: int, report_path: str | None) -> None:
     _armed.faults = [f for f in faults if f.rank == rank]
     _armed.counts, _armed.report_path, _armed.start = {}, report_path, time.monotonic()
     if any(f.at == COLLECTIVE for f in _armed.faults):
-        for op in COLLECTIVES:
-            original = getattr(dist, op)
+        hooks.add_observer(_count_collective)
+        _armed.counting = True
 
-            def counted(*args: Any, __original: Callable[..., Any] = original, **kwargs: Any) -> Any:
-                point(COLLECTIVE)
-                return __original(*args, **kwargs)
 
-            _armed.saved_ops[op] = original
-            setattr(dist, op, counted)
+def _count_collective(op: str, bound: dict[str, Any]) -> None:
+    point(COLLECTIVE)
 
 
 def _disarm() -> None:
-    for op, original in _armed.saved_ops.items():
-        setattr(dist, op, original)
-    _armed.saved_ops, _armed.faults, _armed.counts, _armed.report_path = {}, [], {}, None
+    if _armed.counting:
+        hooks.remove_observer(_count_collective)
+    _armed.counting, _armed.faults, _armed.counts, _armed.report_path = False, [], {}, None
 
 
 def _write_view(view: RankView) -> None:

@@ -7,14 +7,13 @@ prices it as a ring algorithm would send it ((N-1)/N of the message per phase).
 """
 from __future__ import annotations
 
-import inspect
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
-import torch.distributed.distributed_c10d as c10d
+
+from helpers.runtime import hooks
 
 
 @dataclass(frozen=True)
@@ -205,36 +204,10 @@ def record_of(op: str, bound: dict[str, Any], index: int) -> CollectiveRecord:
 # noise for a student, not a lesson.
 RENAMED_WARNING = r".*`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is deprecated.*"
 
-_calling = threading.local()  # inside a wrapped collective: the calls it makes are part of it
-
-
 def install_recorder(on_call: Callable[[str, dict[str, Any]], None]) -> None:
-    """Wrap this process's collectives so that each call first calls ``on_call(op, bound arguments)``
-    (see :func:`record_of`).
-
-    Both names of each function are wrapped, ``torch.distributed.X`` and
-    ``torch.distributed.distributed_c10d.X`` (importing the latter must not hide a call). A
-    collective that calls another (``all_gather_into_tensor`` calls ``all_gather_single``) is
-    recorded once, as the one called.
+    """Call ``on_call(op, bound arguments)`` (see :func:`record_of`) before every collective this
+    process runs, under either of its names; a collective that calls another
+    (``all_gather_into_tensor`` calls ``all_gather_single``) is recorded once, as the one called.
+    The wrapping is :mod:`helpers.runtime.hooks`'s.
     """
-    for op in COLLECTIVES:
-        original = getattr(c10d, op)
-        signature = inspect.signature(original)
-
-        def wrapper(*args: Any, __op: str = op, __orig: Callable = original, __sig=signature, **kwargs: Any):
-            if getattr(_calling, "inside", False):
-                return __orig(*args, **kwargs)
-            bound = __sig.bind(*args, **kwargs)
-            bound.apply_defaults()
-            on_call(__op, dict(bound.arguments))
-            _calling.inside = True
-            try:
-                return __orig(*args, **kwargs)
-            finally:
-                _calling.inside = False
-
-        wrapper.__name__ = original.__name__
-        wrapper.__doc__ = original.__doc__
-        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-        setattr(dist, op, wrapper)
-        setattr(c10d, op, wrapper)
+    hooks.add_observer(on_call)

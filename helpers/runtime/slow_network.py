@@ -11,10 +11,12 @@ races become deterministic wrong answers.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
-import torch.distributed as dist
+
+from helpers.runtime import hooks
+from helpers.runtime.hooks import Run
 
 DEFERRABLE = ("all_reduce", "all_gather_single", "reduce_scatter_single")
 
@@ -42,36 +44,31 @@ class SlowNetwork:
     """Context manager (inside a rank) deferring asynchronous collectives; see the module docstring."""
 
     def __enter__(self) -> "SlowNetwork":
-        self.originals: dict[str, Callable[..., Any]] = {op: getattr(dist, op) for op in DEFERRABLE}
-        self.original = self.originals["all_reduce"]
-        self.queue: list[tuple[Callable[..., Any], tuple, dict, _DeferredWork]] = []
+        self.queue: list[tuple[Run, tuple, dict, _DeferredWork]] = []
         self.done = 0
-        for op, original in self.originals.items():
-            setattr(dist, op, self._deferring(original))
+        self._block = hooks.intercepting(DEFERRABLE, self._intercept)
+        self._block.__enter__()
         return self
 
-    def _deferring(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def collective(*args: Any, async_op: bool = False, **kwargs: Any) -> Any:
-            if not async_op:
-                self.flush(len(self.queue) - 1)
-                return original(*args, **kwargs)
-            tensor = args[0] if args else next(iter(kwargs.values()))
-            work = _DeferredWork(self, len(self.queue), tensor)
-            self.queue.append((original, args, kwargs, work))
-            return work
-
-        return collective
+    def _intercept(self, op: str, run: Run, args: tuple, kwargs: dict) -> Any:
+        if not kwargs.get("async_op", False):
+            self.flush(len(self.queue) - 1)
+            return run(args, kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k != "async_op"}
+        tensor = args[0] if args else next(iter(kwargs.values()))
+        work = _DeferredWork(self, len(self.queue), tensor)
+        self.queue.append((run, args, kwargs, work))
+        return work
 
     def flush(self, position: int) -> None:
         """Run every queued collective up to and including ``position``, in launch order."""
         while self.done <= position:
-            original, args, kwargs, work = self.queue[self.done]
-            original(*args, **kwargs)
+            run, args, kwargs, work = self.queue[self.done]
+            run(args, kwargs)
             self.done += 1
             work.future.set_result([work.tensor])
 
     def __exit__(self, *exc: Any) -> None:
-        for op, original in self.originals.items():
-            setattr(dist, op, original)
+        self._block.__exit__(*exc)
         if exc[0] is None:
             self.flush(len(self.queue) - 1)
