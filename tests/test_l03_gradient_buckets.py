@@ -63,7 +63,7 @@ def test_reference_reproduces_real_ddp_rebuilt_buckets(model_fn, in_f: int, out_
     assert r["ready_order"] != sorted(r["ready_order"], reverse=True), "the model should not be ready in reverse order"
     assert r["ready_order"] == l03.ready_order(model_fn(), x, y), "one process records DDP's ready order"
     assert r["buckets"] == l03.assign_buckets(r["param_bytes"], 200, 100, r["ready_order"])
-    l03.assert_ddp_buckets(l03.assign_buckets, r, 200, 100)
+    l03.check_ddp_buckets(l03.assign_buckets, r, 200, 100)
 
 
 def test_schedule_serialises_buckets_and_prices_ring_allreduce() -> None:
@@ -94,7 +94,7 @@ def _off_by_one(sizes, cap, first=None, ready_order=None):
     return l03.assign_buckets(sizes, cap + 1, None if first is None else first + 1, ready_order)
 
 
-@pytest.mark.parametrize("assert_buckets", [B.assert_buckets, l03.assert_buckets])
+@pytest.mark.parametrize("assert_buckets", [B.assert_buckets, l03.check_buckets])
 def test_bucket_checks_name_the_mistakes(assert_buckets) -> None:
     with pytest.raises(AssertionError, match="reach the cap"):
         assert_buckets(_off_by_one, [([400, 200, 400, 200], 600, None, None)])
@@ -118,7 +118,7 @@ def test_schedule_and_tail_checks_name_the_mistakes() -> None:
     expected = l03.communication_schedule(*case)
     no_queue = lambda *a: [(r, r, r + f - s) for r, s, f in l03.communication_schedule(*a)]  # noqa: E731
     enqueue = lambda *a: [(r, s, s) for r, s, f in l03.communication_schedule(*a)]  # noqa: E731
-    for check in (lambda fn: B.assert_schedule(fn, case, expected), lambda fn: l03.assert_schedule(fn, [case])):
+    for check in (lambda fn: B.assert_schedule(fn, case, expected), lambda fn: l03.check_schedule(fn, [case])):
         with pytest.raises(AssertionError, match="one after"):
             check(no_queue)
         with pytest.raises(AssertionError, match="enqueueing"):
@@ -128,9 +128,9 @@ def test_schedule_and_tail_checks_name_the_mistakes() -> None:
     with pytest.raises(AssertionError, match="last bucket's start"):
         B.assert_tail(last_start, case, expected)
     with pytest.raises(AssertionError, match="last bucket's start"):
-        l03.assert_tail(last_start, [case])
+        l03.check_tail(last_start, [case])
     B.assert_tail(l03.communication_tail, case, expected)
-    l03.assert_tail(l03.communication_tail, [case])
+    l03.check_tail(l03.communication_tail, [case])
 
 
 class _AlwaysEqual(list):
@@ -145,12 +145,12 @@ class _Float(float):
 def test_hidden_checks_accept_only_plain_values() -> None:
     case = ([400, 200, 400, 200], 600, None, None)
     with pytest.raises(AssertionError, match="plain data"):
-        l03.assert_buckets(lambda *a, **k: _AlwaysEqual(), [case])
+        l03.check_buckets(lambda *a, **k: _AlwaysEqual(), [case])
     sched_case = VISIBLE_SCHEDULE_CASE
     with pytest.raises(AssertionError, match="plain data"):
-        l03.assert_tail(lambda *a: _Float(l03.communication_tail(*a)), [sched_case])
+        l03.check_tail(lambda *a: _Float(l03.communication_tail(*a)), [sched_case])
     with pytest.raises(AssertionError, match="plain data"):
-        l03.assert_schedule(lambda *a: [tuple(map(_Float, t)) for t in l03.communication_schedule(*a)], [sched_case])
+        l03.check_schedule(lambda *a: [tuple(map(_Float, t)) for t in l03.communication_schedule(*a)], [sched_case])
 
 
 def _slow_network_on_rank() -> dict:

@@ -91,16 +91,16 @@ def _ledger(n: int, op: str, numel: int) -> Ledger:
 def test_reduce_scatter_check_accepts_the_right_answer_and_names_mistakes() -> None:
     numel, n, seed = 11, 3, 4
     good = _ledger(n, "reduce_scatter_single", 12)
-    l06.assert_reduce_scattered(_fake_results(numel, n, seed), good, numel, seed)
+    l06.check_reduce_scattered(_fake_results(numel, n, seed), good, numel, seed)
     with pytest.raises(AssertionError, match="summed without dividing"):
-        l06.assert_reduce_scattered(_fake_results(numel, n, seed, scale=3.0), good, numel, seed)
+        l06.check_reduce_scattered(_fake_results(numel, n, seed, scale=3.0), good, numel, seed)
     with pytest.raises(AssertionError, match="all-reduce"):
-        l06.assert_reduce_scattered(_fake_results(numel, n, seed), _ledger(n, "all_reduce", 12), numel, seed)
+        l06.check_reduce_scattered(_fake_results(numel, n, seed), _ledger(n, "all_reduce", 12), numel, seed)
     whole = [{"shard": torch.zeros(numel), "input_unchanged": True} for _ in range(n)]
     with pytest.raises(AssertionError, match="whole reduced gradient"):
-        l06.assert_reduce_scattered(whole, good, numel, seed)
+        l06.check_reduce_scattered(whole, good, numel, seed)
     with pytest.raises(AssertionError, match="denominator"):
-        l06.assert_reduce_scattered(_fake_results(numel, n, seed), good, numel, seed, denominator=7.0)
+        l06.check_reduce_scattered(_fake_results(numel, n, seed), good, numel, seed, denominator=7.0)
     ramp = [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 0]]
     gs.assert_reduce_scattered(_fake_results(numel, n, None), good, numel, ramp)
     with pytest.raises(AssertionError, match="summed without dividing"):
@@ -109,11 +109,11 @@ def test_reduce_scatter_check_accepts_the_right_answer_and_names_mistakes() -> N
 
 def test_reduce_scatter_check_rejects_one_slot_too_many_when_numel_is_a_multiple_of_n() -> None:
     numel, n, seed = 12, 4, 5  # S = 3; numel // N + 1 = 4 would pass every non-multiple
-    l06.assert_reduce_scattered(_fake_results(numel, n, seed), _ledger(n, "reduce_scatter_single", 12), numel, seed)
+    l06.check_reduce_scattered(_fake_results(numel, n, seed), _ledger(n, "reduce_scatter_single", 12), numel, seed)
     longer = [{"shard": torch.cat([r["shard"], torch.zeros(1)]), "input_unchanged": True}
               for r in _fake_results(numel, n, seed)]
     with pytest.raises(AssertionError, match="expected the owner slice of S = 3"):
-        l06.assert_reduce_scattered(longer, _ledger(n, "reduce_scatter_single", 16), numel, seed)
+        l06.check_reduce_scattered(longer, _ledger(n, "reduce_scatter_single", 16), numel, seed)
 
 
 class _Fake(torch.Tensor):
@@ -128,11 +128,11 @@ def test_hidden_checks_accept_only_plain_values() -> None:
     numel, n, seed = 11, 3, 4
     fake = [{"shard": torch.zeros(4).as_subclass(_Fake), "input_unchanged": True} for _ in range(n)]
     with pytest.raises(AssertionError, match="plain data"):
-        l06.assert_reduce_scattered(fake, _ledger(n, "reduce_scatter_single", 12), numel, seed)
+        l06.check_reduce_scattered(fake, _ledger(n, "reduce_scatter_single", 12), numel, seed)
     with pytest.raises(AssertionError, match="plain data"):
-        l06.assert_owned_ranges(lambda numel, n, r: _Int(0), [(10, 4)])
+        l06.check_owned_ranges(lambda numel, n, r: _Int(0), [(10, 4)])
     with pytest.raises(AssertionError, match="plain data"):
-        l06.assert_zero2_memory(lambda p, n, k: _Float(2 * p + (2 + k) * p / n), [(10, 3, 8)])
+        l06.check_zero2_memory(lambda p, n, k: _Float(2 * p + (2 + k) * p / n), [(10, 3, 8)])
 
 
 class _Int(int):
@@ -146,7 +146,7 @@ class _Float(float):
 def test_owned_range_checks_name_the_mistakes() -> None:
     floor = lambda numel, n, r: (r * (numel // n), (r + 1) * (numel // n))  # noqa: E731
     unclamped = lambda numel, n, r: (r * -(-numel // n), (r + 1) * -(-numel // n))  # noqa: E731
-    for check in (lambda fn: l06.assert_owned_ranges(fn, [(10, 4)]),
+    for check in (lambda fn: l06.check_owned_ranges(fn, [(10, 4)]),
                   lambda fn: gs.assert_owned_ranges(fn, [(10, 4, [(0, 3), (3, 6), (6, 9), (9, 10)])])):
         with pytest.raises(AssertionError, match="belong to nobody"):
             check(floor)
@@ -162,7 +162,7 @@ def test_clip_check_recognises_wrong_norms_and_traffic() -> None:
     norm, clipped = gs.clipped_by_torch(shards, 1.0)
     ok = [{"norm": torch.tensor(norm, dtype=torch.float32), "shards": [c.float() for c in rank]} for rank in clipped]
     one_number = _ledger(3, "all_reduce", 1)
-    l06.assert_clipped(ok, one_number, shards, 1.0)
+    l06.check_clipped(ok, one_number, shards, 1.0)
     local = [float(torch.cat(rank).norm()) for rank in shards]
     mean = [{"norm": torch.tensor(sum(local) / 3), "shards": r["shards"]} for r in ok]
     with pytest.raises(AssertionError, match="mean of the shard norms"):
@@ -171,15 +171,15 @@ def test_clip_check_recognises_wrong_norms_and_traffic() -> None:
     with pytest.raises(AssertionError, match="in place"):
         gs.assert_clipped(unchanged, shards, 1.0)
     with pytest.raises(AssertionError, match="one all-reduce"):
-        l06.assert_clipped(ok, _ledger(3, "all_gather", 12), shards, 1.0)
+        l06.check_clipped(ok, _ledger(3, "all_gather", 12), shards, 1.0)
 
 
 def test_zero2_memory_checks() -> None:
     right = lambda p, n, k: 2 * p + (2 + k) * p / n  # noqa: E731
     gs.assert_zero2_memory(right, [(7_500_000_000, 64, 12, 16_640_625_000.0), (1000, 4, 12, 5500.0)])
-    l06.assert_zero2_memory(right, [(7_500_000_000, 64, 12), (10, 3, 8)])
+    l06.check_zero2_memory(right, [(7_500_000_000, 64, 12), (10, 3, 8)])
     with pytest.raises(AssertionError, match="stage 1"):
-        l06.assert_zero2_memory(lambda p, n, k: 4 * p + k * p / n, [(1000, 4, 12)])
+        l06.check_zero2_memory(lambda p, n, k: 4 * p + k * p / n, [(1000, 4, 12)])
     with pytest.raises(AssertionError, match="2Ψ"):
         gs.assert_zero2_memory(lambda p, n, k: 4 * p + k * p / n, [(1000, 4, 12, 5500.0)])
 
@@ -208,14 +208,14 @@ def _reference_clip(shard_grads, max_norm, group=None):
 def test_reduce_scatter_driver_and_ledger_on_three_ranks() -> None:
     out, ledger = run(gs.reduce_scatter_on_rank, _reference_reduce_scatter, 10, 7, 4.0, world_size=3,
                       ledger=True, timeout=60)
-    l06.assert_reduce_scattered(out, ledger, 10, 7, denominator=4.0)
+    l06.check_reduce_scattered(out, ledger, 10, 7, denominator=4.0)
 
 
 def test_clip_driver_and_ledger_in_a_subgroup() -> None:
     shards = gs.random_shards([[5], [8], [2, 2]], seed=104)
     out, ledger = run(gs.clip_on_rank, _reference_clip, shards, 1.5, [0, 2, 3], world_size=4, ledger=True,
                       timeout=60)
-    l06.assert_clipped(out, ledger, shards, 1.5, [0, 2, 3])
+    l06.check_clipped(out, ledger, shards, 1.5, [0, 2, 3])
 
 
 def test_sharded_step_driver_against_ddp() -> None:
@@ -225,7 +225,7 @@ def test_sharded_step_driver_against_ddp() -> None:
     x, y = make_regression_batch(12, in_features=8, out_features=4, seed=9)
     out = run(gs.sharded_versus_replicated_on_rank, l06.owned_range, _reference_reduce_scatter, _reference_clip,
               SameInit(TinyMLP, seed=8), x, y, 0.05, True, world_size=3, timeout=60)
-    l06.assert_matches_replicated(out, 244)
+    l06.check_matches_replicated(out, 244)
 
 
 

@@ -114,10 +114,10 @@ def test_schedule_example_and_counts() -> None:
 def test_schedule_and_traffic_match_real_fsdp2(reshard: bool) -> None:
     widths = (8, 12, 8, 4)
     counts, ledger = run(P.fsdp2_counts_on_rank, widths, reshard, world_size=2, ledger=True, timeout=60)
-    l07.assert_matches_fsdp2(l07.full_shard_schedule, counts[0], ledger, reshard)
-    l07.assert_traffic_measured(l07.fsdp_traffic_bytes, ledger, 8 * 12 + 12 + 12 * 8 + 8 + 8 * 4 + 4, reshard)
+    l07.check_matches_fsdp2(l07.full_shard_schedule, counts[0], ledger, reshard)
+    l07.check_traffic_measured(l07.fsdp_traffic_bytes, ledger, 8 * 12 + 12 + 12 * 8 + 8 + 8 * 4 + 4, reshard)
     with pytest.raises(AssertionError, match="real FSDP2"):
-        l07.assert_matches_fsdp2(lambda u, r: l07.full_shard_schedule(u, not r), counts[0], ledger, reshard)
+        l07.check_matches_fsdp2(lambda u, r: l07.full_shard_schedule(u, not r), counts[0], ledger, reshard)
 
 
 def test_traffic_closed_forms() -> None:
@@ -125,7 +125,7 @@ def test_traffic_closed_forms() -> None:
     assert l07.fsdp_traffic_bytes(1000, 2, 4, reshard_after_forward=False) == pytest.approx(2 * 0.75 * 2000)
     assert l07.fsdp_traffic_bytes(1000, 2, 1) == 0
     with pytest.raises(AssertionError, match="expected"):
-        l07.assert_traffic(lambda p, b, n, r: 3 * p * b, [(1000, 2, 4, True)])
+        l07.check_traffic(lambda p, b, n, r: 3 * p * b, [(1000, 2, 4, True)])
 
 
 def test_checks_take_only_plain_values() -> None:
@@ -134,13 +134,13 @@ def test_checks_take_only_plain_values() -> None:
             return True
 
     with pytest.raises(AssertionError, match="plain data"):
-        l07.assert_schedule(lambda u, r: Anything(), [(2, True)])
+        l07.check_schedule(lambda u, r: Anything(), [(2, True)])
 
     class Number(float):
         pass
 
     with pytest.raises(AssertionError, match="int or a float"):
-        l07.assert_traffic(lambda p, b, n, r: Number(l07.fsdp_traffic_bytes(p, b, n, r)), [(1000, 2, 4, True)])
+        l07.check_traffic(lambda p, b, n, r: Number(l07.fsdp_traffic_bytes(p, b, n, r)), [(1000, 2, 4, True)])
 
 
 def test_unit_parameters_keeps_ties_at_the_root() -> None:
@@ -162,7 +162,7 @@ def test_unit_parameters_check_names_the_split_tie() -> None:
         return out
 
     with pytest.raises(AssertionError, match="appears in two units"):
-        l07.assert_unit_parameters(both, TinyLM(), ["embed", "head"])
+        l07.check_unit_parameters(both, TinyLM(), ["embed", "head"])
 
 
 def test_reference_unit_trains_like_full_batch_sgd_and_frees() -> None:
@@ -205,7 +205,7 @@ def test_unit_step_of_the_reference_passes_the_visible_and_the_hidden_check() ->
     assert out[0]["during_backward"] == [[2, [0, 0, 96]], [1, [0, 312, 96]], [0, [280, 312, 96]]]
     assert out[0]["after_backward"] == [280, 312, 96]   # re-gathered by backward, freed by the caller
     P.assert_unit_step(out, case["model_fn"], batch, ledger, P.stored_expected("unit_gradients"))
-    l07.assert_unit_step(out, case["model_fn"], batch, ledger)
+    l07.check_unit_step(out, case["model_fn"], batch, ledger)
 
 
 class _RebindingUnit(ReferenceShardedUnit):
@@ -232,7 +232,7 @@ def test_unit_bytes_are_read_from_the_parameters_storages() -> None:
                       timeout=60)
     assert out[0]["after_init"] == [280, 312, 96] and out[0]["after_step"] == [280, 312, 96]
     with pytest.raises(AssertionError, match="right after wrapping"):
-        l07.assert_unit_step(out, case["model_fn"], batch, ledger)
+        l07.check_unit_step(out, case["model_fn"], batch, ledger)
 
 
 class _FreshBufferUnit(ReferenceShardedUnit):
@@ -263,7 +263,7 @@ def test_unit_bytes_count_what_autograd_saved() -> None:
     assert out[0]["after_init"] == [0, 0, 0]
     assert out[0]["after_forward"] == [0, 312, 96]   # unit 0's input needs no gradient: its weight is not saved
     with pytest.raises(AssertionError, match="while unit 2's forward ran"):
-        l07.assert_unit_step(out, case["model_fn"], batch, ledger)
+        l07.check_unit_step(out, case["model_fn"], batch, ledger)
 
 
 class _AllReducingUnit(ReferenceShardedUnit):
@@ -285,7 +285,7 @@ def test_unit_step_check_bounds_the_traffic() -> None:
                       timeout=60)
     assert P.step_bytes_bound(case["model_fn"](), 2) == 1032   # 3 (N-1) S 4 summed over S = 35, 39, 12
     with pytest.raises(AssertionError, match="sent 1,376 ring bytes"):
-        l07.assert_unit_step(out, case["model_fn"], batch, ledger)
+        l07.check_unit_step(out, case["model_fn"], batch, ledger)
 
 
 class _SummingUnit(ReferenceShardedUnit):
@@ -299,7 +299,7 @@ def test_unit_step_check_names_a_sum_instead_of_a_mean() -> None:
     batch = make_batches(1, 6, 5, 2, seed=8)[0]
     out, ledger = run(P.unit_step_on_rank, _SummingUnit, model_fn, batch, world_size=3, ledger=True, timeout=60)
     with pytest.raises(AssertionError, match="3.00 x the mean"):
-        l07.assert_unit_step(out, model_fn, batch, ledger)
+        l07.check_unit_step(out, model_fn, batch, ledger)
 
 
 def test_visible_training_case_is_the_stored_one() -> None:
@@ -379,11 +379,11 @@ def test_unit_parameters_nested_units_and_prefixes() -> None:
         return out
 
     with pytest.raises(AssertionError, match="innermost"):
-        l07.assert_unit_parameters(first_listed, TinyLM(), ["blocks.0", "blocks.0.mlp"])
+        l07.check_unit_parameters(first_listed, TinyLM(), ["blocks.0", "blocks.0.mlp"])
 
 
 def test_reference_unit_trains_on_a_subgroup_with_several_batches_per_call() -> None:
-    l07.assert_unit_in_subgroup(ReferenceShardedUnit, (5, 9, 7, 2), ranks=[1, 3], seed=9)
+    l07.check_unit_in_subgroup(ReferenceShardedUnit, (5, 9, 7, 2), ranks=[1, 3], seed=9)
     model_fn = SameInit(P.layered_mlp, seed=1, kwargs={"widths": (5, 9, 2)})
     batches = make_batches(3, 6, 5, 2, seed=2)
     out, ledger = run(P.shard_train_on_rank, ReferenceShardedUnit, reference_train, model_fn, batches, 0.1,
@@ -405,9 +405,9 @@ def test_no_solution_of_an_exercise_is_left_in_the_grading_module() -> None:
 def test_hidden_unit_training_accepts_the_reference_and_names_a_sum() -> None:
     model_fn = SameInit(P.layered_mlp, seed=3, kwargs={"widths": (5, 9, 9, 7, 2)})
     batches = make_batches(3, 12, 5, 2, seed=13)
-    l07.assert_unit_trains(ReferenceShardedUnit, model_fn, batches, 0.05, world_size=3)
+    l07.check_unit_trains(ReferenceShardedUnit, model_fn, batches, 0.05, world_size=3)
     with pytest.raises(AssertionError, match="differ from single-process SGD"):
-        l07.assert_unit_trains(_SummingUnit, model_fn, batches, 0.05, world_size=3)
+        l07.check_unit_trains(_SummingUnit, model_fn, batches, 0.05, world_size=3)
 
 
 def _reduce_all_then_free_all(model, units, batches, lr):
@@ -475,10 +475,10 @@ def test_train_check_records_the_loops_calls(train, message) -> None:
     batches = make_batches(4, 12, 5, 2, seed=33)
     args = (train, model_fn, batches, 0.05)
     if message is None:
-        l07.assert_train_full_shard(*args, world_size=3, batches_per_call=2)
+        l07.check_train_full_shard(*args, world_size=3, batches_per_call=2)
     else:
         with pytest.raises(AssertionError, match=message):
-            l07.assert_train_full_shard(*args, world_size=3, batches_per_call=2)
+            l07.check_train_full_shard(*args, world_size=3, batches_per_call=2)
 
 
 def _scaled_losses(model, units, batches, lr):
@@ -489,8 +489,8 @@ def test_train_check_works_from_the_grader(graded) -> None:
     """The loop runs where the notebook's code is; the stand-in units' records and the losses are decided here."""
     model_fn = SameInit(P.layered_mlp, seed=22, kwargs={"widths": (6, 10, 7, 3)})
     batches = make_batches(4, 8, 6, 3, seed=32)
-    l07.assert_train_full_shard(graded("train_full_shard", reference_train), model_fn, batches, 0.05, world_size=2,
+    l07.check_train_full_shard(graded("train_full_shard", reference_train), model_fn, batches, 0.05, world_size=2,
                                 batches_per_call=1)
     with pytest.raises(AssertionError, match="batch 0 returned the loss"):
-        l07.assert_train_full_shard(graded("train_full_shard", _scaled_losses), model_fn, batches, 0.05,
+        l07.check_train_full_shard(graded("train_full_shard", _scaled_losses), model_fn, batches, 0.05,
                                     world_size=2, batches_per_call=1)

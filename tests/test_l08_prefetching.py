@@ -77,16 +77,16 @@ def test_blocked_time_ignores_enqueue_time() -> None:
 
 
 def test_checks_accept_references_and_name_mistakes() -> None:
-    l08.assert_schedule(l08.prefetch_schedule, [(GATHER, COMPUTE, d) for d in range(4)])
+    l08.check_schedule(l08.prefetch_schedule, [(GATHER, COMPUTE, d) for d in range(4)])
     with pytest.raises(AssertionError, match="issued at the start"):
-        l08.assert_schedule(lambda g, c, d: l08.prefetch_schedule(g, c, len(g)), [(GATHER, COMPUTE, 0)])
+        l08.check_schedule(lambda g, c, d: l08.prefetch_schedule(g, c, len(g)), [(GATHER, COMPUTE, 0)])
     with pytest.raises(AssertionError, match="only once the channel is free"):
-        l08.assert_schedule(lambda g, c, d: l08.channel_free_schedule(l08.prefetch_schedule(g, c, d)),
+        l08.check_schedule(lambda g, c, d: l08.channel_free_schedule(l08.prefetch_schedule(g, c, d)),
                             [(GATHER, COMPUTE, 2)])
     trace = F.synthetic_trace([0.3, 0.3], [0.0, 0.2], [1.0, 1.0])
-    l08.assert_blocked(l08.blocked_waiting_s, [trace])
+    l08.check_blocked(l08.blocked_waiting_s, [trace])
     with pytest.raises(AssertionError, match="enqueueing"):
-        l08.assert_blocked(lambda t: 0.6, [trace])
+        l08.check_blocked(lambda t: 0.6, [trace])
 
 
 SIZES4 = (GATHER, COMPUTE, [100, 200, 100, 300], [10] * 4, 50)
@@ -146,17 +146,17 @@ def test_the_hidden_profiles_defeat_the_shortcuts_the_text_names() -> None:
 
 
 def test_plan_checks_accept_the_reference_and_name_mistakes() -> None:
-    l08.assert_plan_claims(l08.prefetch_plan, [(SIZES4, b) for b in (389, 479, 760)] + [(PLATEAU, 9e9), (DIP, 1400)])
-    l08.assert_plan_depth(l08.prefetch_plan, [(SIZES4, b) for b in (389, 479, 760)] + [(PLATEAU, 9e9), (DIP, 1400)])
-    l08.assert_plan_claims(_planner(_deepest), [(PLATEAU, 9e9)])   # right claims for the depth it picked
+    l08.check_plan_claims(l08.prefetch_plan, [(SIZES4, b) for b in (389, 479, 760)] + [(PLATEAU, 9e9), (DIP, 1400)])
+    l08.check_plan_depth(l08.prefetch_plan, [(SIZES4, b) for b in (389, 479, 760)] + [(PLATEAU, 9e9), (DIP, 1400)])
+    l08.check_plan_claims(_planner(_deepest), [(PLATEAU, 9e9)])   # right claims for the depth it picked
     with pytest.raises(AssertionError, match="deepest depth that fits, only an upper bound"):
-        l08.assert_plan_depth(_planner(_deepest), [(PLATEAU, 9e9)])
+        l08.check_plan_depth(_planner(_deepest), [(PLATEAU, 9e9)])
     with pytest.raises(AssertionError, match="gains nothing may be followed by one that does"):
-        l08.assert_plan_depth(_planner(_greedy), [(PLATEAU, 9e9)])
+        l08.check_plan_depth(_planner(_greedy), [(PLATEAU, 9e9)])
     with pytest.raises(AssertionError, match="one over the budget by one that fits"):
-        l08.assert_plan_depth(_planner(_stop_over_budget), [(DIP, 1400)])
+        l08.check_plan_depth(_planner(_stop_over_budget), [(DIP, 1400)])
     with pytest.raises(AssertionError, match="return None"):
-        l08.assert_plan_depth(_planner(lambda peaks, exposed, budget: 0), [(SIZES4, 389)])
+        l08.check_plan_depth(_planner(lambda peaks, exposed, budget: 0), [(SIZES4, 389)])
 
     def from_channel_free(sched, units, acts, shards):
         return l08.peak_live_bytes(l08.channel_free_schedule(sched), units, acts, shards)
@@ -165,17 +165,17 @@ def test_plan_checks_accept_the_reference_and_name_mistakes() -> None:
         return l08.peak_live_bytes([(f, f, s, e) for (_, f, s, e) in sched], units, acts, shards)
 
     with pytest.raises(AssertionError, match="only from when the channel is free"):
-        l08.assert_plan_claims(_planner(_deepest, from_channel_free), [(QUEUED, 9e9)])
+        l08.check_plan_claims(_planner(_deepest, from_channel_free), [(QUEUED, 9e9)])
     with pytest.raises(AssertionError, match="only once its all-gather landed"):
-        l08.assert_plan_claims(_planner(_deepest, from_landing), [(([1.0, 1.0, 1.0], [0.5] * 3, [500, 10, 10],
+        l08.check_plan_claims(_planner(_deepest, from_landing), [(([1.0, 1.0, 1.0], [0.5] * 3, [500, 10, 10],
                                                                     [0, 0, 0], 0), 9e9)])
     with pytest.raises(AssertionError, match="only when units start computing"):
-        l08.assert_plan_claims(_planner(lambda *a: 0, l08._peak_at_compute_starts),
+        l08.check_plan_claims(_planner(lambda *a: 0, l08._peak_at_compute_starts),
                                [(([0.5, 1.0], [0.0, 1.0], [100, 10], [0, 0], 0), 9e9)])
     with pytest.raises(AssertionError, match="exactly the keys"):
-        l08.assert_plan_claims(lambda *a: {"depth": 0}, [(SIZES4, 760)])
+        l08.check_plan_claims(lambda *a: {"depth": 0}, [(SIZES4, 760)])
     with pytest.raises(AssertionError, match="returned None, but depth 0 fits"):
-        l08.assert_plan_claims(lambda *a: None, [(SIZES4, 760)])
+        l08.check_plan_claims(lambda *a: None, [(SIZES4, 760)])
 
 
 def test_unit_sizes_are_the_bytes_the_forward_allocates() -> None:
@@ -186,14 +186,14 @@ def test_unit_sizes_are_the_bytes_the_forward_allocates() -> None:
 
 def test_measured_check_runs_the_plan_on_gloo() -> None:
     case = ((6, 10, 8, 8, 3), 2, [1.0, 1.0, 3.0, 1.0], [2.0, 2.0, 1.0, 1.0], 1812)
-    l08.assert_plan_measured(l08.prefetch_plan, [case])
+    l08.check_plan_measured(l08.prefetch_plan, [case])
 
     def understated(*args):
         plan = l08.prefetch_plan(*args)
         return plan | {"peak_bytes": plan["peak_bytes"] - 1}
 
     with pytest.raises(AssertionError, match="measured from the storages"):
-        l08.assert_plan_measured(understated, [case])
+        l08.check_plan_measured(understated, [case])
 
 
 def test_checks_take_only_plain_values() -> None:
@@ -202,9 +202,9 @@ def test_checks_take_only_plain_values() -> None:
             return True
 
     with pytest.raises(AssertionError, match="plain data"):
-        l08.assert_plan_claims(lambda *a: {"depth": 1, "peak_bytes": Number(0.0), "exposed_s": 2.0}, [(SIZES4, 760)])
+        l08.check_plan_claims(lambda *a: {"depth": 1, "peak_bytes": Number(0.0), "exposed_s": 2.0}, [(SIZES4, 760)])
     with pytest.raises(AssertionError, match="plain data"):
-        l08.assert_schedule(lambda g, c, d: [(Number(0), 0, 0, 0)], [(GATHER, COMPUTE, 0)])
+        l08.check_schedule(lambda g, c, d: [(Number(0), 0, 0, 0)], [(GATHER, COMPUTE, 0)])
 
 
 @pytest.mark.parametrize("depth", [0, 1, 3])
@@ -214,7 +214,7 @@ def test_reference_forward_prefetches_within_depth(depth: int) -> None:
         out = run(F.forward_on_rank, l08.reference_forward, (6, 10, 8, 8, 3), x, depth, slow, world_size=2,
                   timeout=30)
         F.assert_prefetching_forward(out, depth, num_units=4)
-        l08.assert_prefetching_forward(out, depth, num_units=4)
+        l08.check_prefetching_forward(out, depth, num_units=4)
 
 
 UNEQUAL = (16, 40, 24, 56, 8, 32, 4)   # 6 units of different sizes
@@ -286,7 +286,7 @@ def test_modelled_clock_charges_waits_not_issues() -> None:
 def test_prefetch_unit_pads_rows_on_three_ranks() -> None:
     out = run(F.forward_on_rank, l08.reference_forward, (5, 7, 7, 7, 7, 2), torch.randn(6, 5), 2, world_size=3,
               timeout=30)
-    l08.assert_prefetching_forward(out, 2, num_units=5)
+    l08.check_prefetching_forward(out, 2, num_units=5)
 
 
 def _no_prefetch(units, x, depth):
@@ -336,9 +336,9 @@ def test_blocked_time_ends_at_the_wait_return_in_any_event_order() -> None:
     assert l08.blocked_waiting_s(trace) == pytest.approx(0.5)
     assert l08.blocked_waiting_s(l08.shuffled(trace, seed=1)) == pytest.approx(0.5)
     with pytest.raises(AssertionError, match="compute_start"):
-        l08.assert_blocked(lambda t: l08._total(t, "wait_call", "compute_start"), [trace])
+        l08.check_blocked(lambda t: l08._total(t, "wait_call", "compute_start"), [trace])
     with pytest.raises(AssertionError, match="need not be in time order"):
-        l08.assert_blocked(lambda t: [0.0][len(t)], [list(reversed(trace))])
+        l08.check_blocked(lambda t: [0.0][len(t)], [list(reversed(trace))])
 
 
 def _wait_for_everything(units, x, depth):

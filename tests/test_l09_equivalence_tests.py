@@ -196,10 +196,10 @@ def test_capture_reference_reads_the_live_model() -> None:
 
 
 def test_checks_accept_the_references() -> None:
-    R.assert_capture(R.capture_update_state)
-    R.assert_calibrate(R.calibrate_tolerances, R.calibration_cases())
-    R.assert_compare(R.compare_update_states, R.synthetic_cases())
-    R.assert_first_divergence(R.first_divergence)
+    R.check_capture(R.capture_update_state)
+    R.check_calibrate(R.calibrate_tolerances, R.calibration_cases())
+    R.check_compare(R.compare_update_states, R.synthetic_cases())
+    R.check_first_divergence(R.first_divergence)
 
 
 def _aliasing_capture(model, optimizer, loss, clip_coef, mask):
@@ -225,34 +225,34 @@ class _Fake(list):
 
 def test_checks_name_the_mistakes() -> None:
     with pytest.raises(AssertionError, match="float64"):
-        R.assert_capture(_aliasing_capture)
+        R.check_capture(_aliasing_capture)
     cases = R.calibration_cases()
     with pytest.raises(AssertionError, match="worst relative 2-norm error"):
-        R.assert_calibrate(lambda r, c: {k: 1e-5 for k in R.calibrate_tolerances(r, c)}, cases)
+        R.check_calibrate(lambda r, c: {k: 1e-5 for k in R.calibrate_tolerances(r, c)}, cases)
     with pytest.raises(AssertionError, match="step/ counters and bool tensors"):
-        R.assert_calibrate(lambda r, c: {**R.calibrate_tolerances(r, c), "mask": 0.0}, cases)
+        R.check_calibrate(lambda r, c: {**R.calibrate_tolerances(r, c), "mask": 0.0}, cases)
     stored = load("09_zoo")["tolerances"]["bfloat16"]
     with pytest.raises(AssertionError, match="float32 calibration run"):
-        R.assert_calibrate(lambda r, c: {k: float(v) for k, v in stored.items()}, cases)
+        R.check_calibrate(lambda r, c: {k: float(v) for k, v in stored.items()}, cases)
     loss_only = lambda r, c, t: [] if R.tensors_match(r["loss"], c["loss"], t["loss"]) else ["loss"]  # noqa: E731
     with pytest.raises(AssertionError, match="were not flagged"):
-        R.assert_compare(loss_only, R.synthetic_cases())
+        R.check_compare(loss_only, R.synthetic_cases())
     loosest = lambda r, c, t: R.compare_update_states(r, c, {k: max(t.values()) for k in t})  # noqa: E731
     with pytest.raises(AssertionError, match="moments rounded to bfloat16, bfloat16 run"):
-        R.assert_compare(loosest, R.synthetic_cases())
+        R.check_compare(loosest, R.synthetic_cases())
 
 
 def test_checks_see_through_fake_values() -> None:
     with pytest.raises(AssertionError, match="expected plain data"):
-        R.assert_calibrate(lambda r, c: {k: _Always(v) for k, v in R.calibrate_tolerances(r, c).items()},
+        R.check_calibrate(lambda r, c: {k: _Always(v) for k, v in R.calibrate_tolerances(r, c).items()},
                            R.calibration_cases()[:1])
     with pytest.raises(AssertionError, match="Python float"):
-        R.assert_calibrate(lambda r, c: {k: torch.tensor(v) for k, v in R.calibrate_tolerances(r, c).items()},
+        R.check_calibrate(lambda r, c: {k: torch.tensor(v) for k, v in R.calibrate_tolerances(r, c).items()},
                            R.calibration_cases()[:1])
     with pytest.raises(AssertionError, match="expected plain data"):
-        R.assert_compare(lambda r, c, d: _Fake(), R.synthetic_cases()[:1])
+        R.check_compare(lambda r, c, d: _Fake(), R.synthetic_cases()[:1])
     with pytest.raises(AssertionError, match="first_divergence"):
-        R.assert_first_divergence(lambda r, c, d: (0, _Fake()))
+        R.check_first_divergence(lambda r, c, d: (0, _Fake()))
 
 
 def test_checks_hand_out_copies(reference, tolerances, zoo) -> None:
@@ -263,18 +263,18 @@ def test_checks_hand_out_copies(reference, tolerances, zoo) -> None:
         return None
 
     with pytest.raises(AssertionError, match="checked with float32 tolerances"):
-        R.assert_zoo(vandal, {"ddp_bf16_autocast": zoo["ddp_bf16_autocast"]}, reference, tolerances,
+        R.check_zoo(vandal, {"ddp_bf16_autocast": zoo["ddp_bf16_autocast"]}, reference, tolerances,
                      also_as=torch.float32)
 
 
 def test_zoo_check_explains_the_bug(reference, tolerances, zoo) -> None:
     never = lambda reference_steps, candidate_steps, tol: None  # noqa: E731
     with pytest.raises(AssertionError, match="summed over ranks"):
-        R.assert_zoo(never, {"grad_sum_not_mean": zoo["grad_sum_not_mean"]}, reference, tolerances)
+        R.check_zoo(never, {"grad_sum_not_mean": zoo["grad_sum_not_mean"]}, reference, tolerances)
     with pytest.raises(AssertionError, match="1% too"):
-        R.assert_zoo(never, {"bf16_denominator_one_percent_off": zoo["bf16_denominator_one_percent_off"]}, reference,
+        R.check_zoo(never, {"bf16_denominator_one_percent_off": zoo["bf16_denominator_one_percent_off"]}, reference,
                      tolerances)
-    R.assert_zoo(R.first_divergence, zoo, reference, tolerances, also_as=torch.float32)
+    R.check_zoo(R.first_divergence, zoo, reference, tolerances, also_as=torch.float32)
 
 
 # --------------------------------------------------------------------------- stored results
@@ -370,18 +370,18 @@ def test_stored_single_process_measurements() -> None:
 
 
 def test_capture_check_catches_double_without_clone_and_a_kept_mask() -> None:
-    R.assert_capture(R.capture_update_state, dtype=torch.float64)
+    R.check_capture(R.capture_update_state, dtype=torch.float64)
 
     def no_clone(model, optimizer, loss, clip_coef, mask):
         state = R.capture_update_state(model, optimizer, loss, clip_coef, mask)
         state.update({f"param/{name}": p.detach().double() for name, p in model.named_parameters()})
         return state
 
-    R.assert_capture(no_clone)   # float32: .double() copies
+    R.check_capture(no_clone)   # float32: .double() copies
     with pytest.raises(AssertionError, match="returns the tensor itself"):
-        R.assert_capture(no_clone, dtype=torch.float64)
+        R.check_capture(no_clone, dtype=torch.float64)
     with pytest.raises(AssertionError, match="'mask'"):
-        R.assert_capture(lambda m, o, loss, c, mask: {**R.capture_update_state(m, o, loss, c, mask), "mask": mask})
+        R.check_capture(lambda m, o, loss, c, mask: {**R.capture_update_state(m, o, loss, c, mask), "mask": mask})
 
 
 def _kept_mask(model, optimizer, loss, clip_coef, mask):
@@ -392,12 +392,12 @@ def test_capture_checks_work_from_the_grader(graded) -> None:
     """The model, optimizer and steps live where the capture does: a grader's copies would lose the gradients."""
     from helpers.runtime import remote
 
-    R.assert_capture(graded("capture_update_state", R.capture_update_state))
-    R.assert_capture(graded("capture_update_state", R.capture_update_state), dtype=torch.float64)
+    R.check_capture(graded("capture_update_state", R.capture_update_state))
+    R.check_capture(graded("capture_update_state", R.capture_update_state), dtype=torch.float64)
     with pytest.raises(AssertionError, match="float64"):
-        R.assert_capture(graded("capture_update_state", _aliasing_capture))
+        R.check_capture(graded("capture_update_state", _aliasing_capture))
     with pytest.raises(AssertionError, match="'mask'"):
-        R.assert_capture(graded("capture_update_state", _kept_mask))
+        R.check_capture(graded("capture_update_state", _kept_mask))
     # The visible test's driver: what was captured (copied at once), PyTorch's state, the captured value later.
     mask = torch.tensor([True, True, False, True])
     captured, live, later = remote.call(E.capture_tiny_step, graded("capture_update_state", R.capture_update_state),
@@ -441,14 +441,14 @@ def test_compare_check_names_nan_and_inexact_step_counters() -> None:
             else bool((c[k].double() - r[k].double()).norm() > t[k] * r[k].double().norm() + 1e-12)))
 
     with pytest.raises(AssertionError, match="NaN or inf"):
-        R.assert_compare(greater, R.synthetic_cases())
+        R.check_compare(greater, R.synthetic_cases())
 
     def allclose_steps(r, c, t):
         return [k for k in R.compare_update_states(r, c, t)
                 if not (k.startswith("step/") and torch.allclose(r[k], c[k].double()))]
 
     with pytest.raises(AssertionError, match="Step counters compare exactly"):
-        R.assert_compare(allclose_steps, R.synthetic_cases())
+        R.check_compare(allclose_steps, R.synthetic_cases())
 
 
 # --------------------------------------------------------------------------- design exercise 6: a sharded layout
@@ -478,8 +478,8 @@ def test_sharded_check_accepts_the_references_and_names_each_break(reference, to
         assert not any(v for what, v in verdicts.items() if "correct" in what or what.startswith("the reference"))
         assert verdicts["rank 1 reports its own loss, 1% off, not the global one"] == ["loss"]
         assert all(k.startswith("step/") for k in verdicts[f"rank {world - 1}'s step counter one too high"])
-        R.assert_sharded(R.compare_sharded, cases)
-    R.assert_sharded(R.compare_sharded, R.sharded_cases(*R.other_model(3), 4, [4, 2, 0, 3, 1]))
+        R.check_sharded(R.compare_sharded, cases)
+    R.check_sharded(R.compare_sharded, R.sharded_cases(*R.other_model(3), 4, [4, 2, 0, 3, 1]))
     for what, r, shards, layout, t in R.zoo_sharded_cases(reference, tolerances, zoo, 4, [1, 0, 3, 2, 5, 4]):
         name, step = what.split("'")[1], int(what.split("step ")[1].split(" ")[0])
         assert R.compare_sharded(r, shards, layout, t) == R.compare_update_states(r, zoo[name][1][step], t)
@@ -502,7 +502,7 @@ def test_sharded_check_catches_a_per_piece_comparison(reference, tolerances) -> 
     cases = [c for c in R.sharded_cases(reference[0], reference[0], tolerances[torch.float32], 4, [2, 0, 1, 5, 4, 3])
              if c[0].startswith("the reference")]
     with pytest.raises(AssertionError, match="false alarm"):
-        R.assert_sharded(per_piece, cases)
+        R.check_sharded(per_piece, cases)
 
 
 def test_stored_checker_verdicts_name_no_machine() -> None:

@@ -74,3 +74,15 @@ def test_readme_lesson_table_is_the_registry() -> None:
     rows = re.findall(r"^\| (\d\d) \| ([^|]+?) \| \[`(notebooks/[^`]+)`\]", (ROOT / "README.md").read_text(), re.M)
     assert [(nn, title, chapter) for nn, title, chapter in rows] == [
         (item.nn, item.title, str(item.chapter)) for item in LESSONS]
+
+
+@pytest.mark.parametrize("item", LESSONS, ids=lambda item: item.stem)
+def test_hidden_tests_call_the_graders_check_functions(item) -> None:
+    """One convention: a hidden test calls ``ref.check_*`` of the lesson's grader module (or reads its data)."""
+    text = "\n".join(cell.source for cell in nbformat.read(ROOT / item.source, as_version=4).cells)
+    grader = importlib.import_module(item.grader)
+    called = set(re.findall(r"\bref\.(\w+)\(", text))
+    assert called, "no hidden test calls the grader"
+    assert all(hasattr(grader, name) for name in called), called
+    assert not [name for name in called if name.startswith("assert_")], called
+    assert [name for name in called if name.startswith("check_")]

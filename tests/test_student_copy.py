@@ -110,7 +110,7 @@ def test_the_copy_builds_its_book_without_the_grader(copy, tmp_path):
 def test_the_copy_runs_a_students_notebook_under_torchrun(copy, tmp_path):
     """``python -m helpers.launch`` ships with the copy and, on an unsolved notebook, names what is missing
     before it starts any rank."""
-    assert (copy / "helpers" / "launch" / "l06.py").is_file()
+    assert (copy / "helpers" / "l06_gradient_sharding" / "launch.py").is_file()
     notebook = copy / "release" / "06_gradient_sharding" / "06_gradient_sharding.ipynb"
     proc = subprocess.run([sys.executable, "-m", "helpers.launch", str(notebook), "--workdir", str(tmp_path)],
                           cwd=copy, capture_output=True, text=True, timeout=120)

@@ -251,7 +251,7 @@ def _as_buckets(got: Any) -> Any:
     return got
 
 
-def assert_buckets(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
+def check_buckets(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
     """``fn`` agrees with PyTorch's ``_compute_bucket_assignment_by_size`` on every case.
 
     A case is ``(param_bytes, cap, first_cap or None, ready_order or None)``.
@@ -264,7 +264,7 @@ def assert_buckets(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
             raise AssertionError(message)
 
 
-def assert_ddp_buckets(fn: Callable[..., Any], result: dict[str, Any], cap: int, first: int) -> None:
+def check_ddp_buckets(fn: Callable[..., Any], result: dict[str, Any], cap: int, first: int) -> None:
     """``fn`` reproduces the buckets a real DDP rebuilt from the ready order it recorded."""
     result = plain(result, "the DDP run's result")
     got = _as_buckets(fn(result["param_bytes"], cap, first, ready_order=result["ready_order"]))
@@ -275,7 +275,7 @@ def assert_ddp_buckets(fn: Callable[..., Any], result: dict[str, Any], cap: int,
         raise AssertionError(message)
 
 
-def assert_schedule(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
+def check_schedule(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
     """``fn`` returns the reference ``(ready, start, finish)`` triples on every case."""
     for args in cases:
         message = buckets.schedule_mismatch(args, plain(fn(*args), "the returned schedule"),
@@ -284,7 +284,7 @@ def assert_schedule(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
             raise AssertionError(message)
 
 
-def assert_tail(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
+def check_tail(fn: Callable[..., Any], cases: Sequence[tuple]) -> None:
     """``fn`` returns :func:`communication_tail` on every case."""
     for args in cases:
         message = buckets.tail_mismatch(args, plain(fn(*args), "the returned tail"), communication_schedule(*args))

@@ -68,13 +68,13 @@ def _plain_fn(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     return lambda *args: plain(fn(*args), f"{name}{args}")
 
 
-def assert_owned_ranges(fn: Callable[[int, int, int], Any], cases: Sequence[tuple[int, int]]) -> None:
+def check_owned_ranges(fn: Callable[[int, int, int], Any], cases: Sequence[tuple[int, int]]) -> None:
     """``fn(numel, N, rank)`` equals :func:`owned_range` for every rank of every case ``(numel, N)``."""
     grad_sharding.assert_owned_ranges(_plain_fn(fn, "owned_range"),
                                       [(numel, n, [owned_range(numel, n, r) for r in range(n)]) for numel, n in cases])
 
 
-def assert_reduce_scattered(results: Sequence[Any], ledger: Any, numel: int, seed: int,
+def check_reduce_scattered(results: Sequence[Any], ledger: Any, numel: int, seed: int,
                             denominator: float | None = None, dtype: torch.dtype = torch.float32,
                             group_ranks: Sequence[int] | None = None) -> None:
     """The members' slices are the reference slices of the synthetic gradients; one reduce-scatter each."""
@@ -85,7 +85,7 @@ def assert_reduce_scattered(results: Sequence[Any], ledger: Any, numel: int, see
                                           denominator, dtype, group_ranks)
 
 
-def assert_clipped(results: Sequence[Any], ledger: Any, shards_per_rank: Sequence[Sequence[torch.Tensor]],
+def check_clipped(results: Sequence[Any], ledger: Any, shards_per_rank: Sequence[Sequence[torch.Tensor]],
                    max_norm: float, group_ranks: Sequence[int] | None = None) -> None:
     """Norm and clipped shards equal ``clip_grad_norm_`` on the full gradient; one scalar all-reduce each."""
     grad_sharding.assert_clipped(plain(results, "the returned norm and shards"), shards_per_rank, max_norm,
@@ -94,7 +94,7 @@ def assert_clipped(results: Sequence[Any], ledger: Any, shards_per_rank: Sequenc
     grad_sharding.assert_one_scalar_all_reduce(ledger, members)
 
 
-def assert_matches_replicated(results: Sequence[Any], numel: int) -> None:
+def check_matches_replicated(results: Sequence[Any], numel: int) -> None:
     """The sharded step's owned, clipped slice equals the replicated run's, at the reference ranges."""
     n = len(results)
     grad_sharding.assert_matches_replicated(plain(results, "the sharded step's results"),
@@ -163,7 +163,7 @@ STAGE_MISTAKES = ((1, "the gradient is still replicated (that is stage 1)"),
                   (0, "nothing is sharded (that is stage 0)"))
 
 
-def assert_zero2_memory(fn: Callable[[int, int, int], Any], cases: Sequence[tuple[int, int, int]]) -> None:
+def check_zero2_memory(fn: Callable[[int, int, int], Any], cases: Sequence[tuple[int, int, int]]) -> None:
     """``fn(num_params, N, k)`` equals ``adam_memory_bytes(..., stage=2)`` on every case."""
     for psi, n, k in cases:
         got = plain(fn(psi, n, k), f"zero2_memory_bytes{(psi, n, k)}")

@@ -240,7 +240,7 @@ def _events(fn: Callable[..., Any], units: int, reshard: bool) -> list[Event]:
     return [tuple(e) if isinstance(e, (list, tuple)) else e for e in got] if isinstance(got, (list, tuple)) else got
 
 
-def assert_schedule(fn: Callable[..., list[Event]], cases: Sequence[tuple[int, bool]]) -> None:
+def check_schedule(fn: Callable[..., list[Event]], cases: Sequence[tuple[int, bool]]) -> None:
     """``fn(num_units, reshard_after_forward)`` equals :func:`full_shard_schedule`."""
     for units, reshard in cases:
         exp, got = full_shard_schedule(units, reshard), _events(fn, units, reshard)
@@ -257,7 +257,7 @@ def assert_schedule(fn: Callable[..., list[Event]], cases: Sequence[tuple[int, b
                                  f"{got!r:.200}, expected {exp!r:.200}.{hint}")
 
 
-def assert_matches_fsdp2(fn: Callable[..., list[Event]], counts: dict[str, Any], ledger: Any, reshard: bool) -> None:
+def check_matches_fsdp2(fn: Callable[..., list[Event]], counts: dict[str, Any], ledger: Any, reshard: bool) -> None:
     """The schedule's collective counts per step equal what real FSDP2 issued (from the ledger)."""
     units = counts["units"]
     events = _events(fn, units, reshard)
@@ -269,7 +269,7 @@ def assert_matches_fsdp2(fn: Callable[..., list[Event]], counts: dict[str, Any],
                                  f"per step; real FSDP2 (fully_shard) issued {real}.")
 
 
-def assert_traffic(fn: Callable[..., float], cases: Sequence[tuple[int, int, int, bool]]) -> None:
+def check_traffic(fn: Callable[..., float], cases: Sequence[tuple[int, int, int, bool]]) -> None:
     """``fn`` equals :func:`fsdp_traffic_bytes` on every case."""
     for num_params, b, n, reshard in cases:
         call = f"fsdp_traffic_bytes({num_params}, {b}, {n}, reshard_after_forward={reshard})"
@@ -278,7 +278,7 @@ def assert_traffic(fn: Callable[..., float], cases: Sequence[tuple[int, int, int
             raise AssertionError(f"{call} returned {got!r}, expected {exp:,.1f} bytes.")
 
 
-def assert_traffic_measured(fn: Callable[..., float], ledger: Any, num_params: int, reshard: bool) -> None:
+def check_traffic_measured(fn: Callable[..., float], ledger: Any, num_params: int, reshard: bool) -> None:
     """``fn`` predicts the ring bytes real FSDP2 issued (sizes divisible by N: no padding)."""
     n = ledger.world_size
     measured = ledger.bytes(0)
@@ -312,7 +312,7 @@ def _unit_hint(got: dict[str, Any], exp: dict[str, list[str]]) -> str:
     return ""
 
 
-def assert_unit_parameters(fn: Callable[..., dict[str, list[str]]], model: nn.Module,
+def check_unit_parameters(fn: Callable[..., dict[str, list[str]]], model: nn.Module,
                            unit_names: Sequence[str]) -> None:
     """``fn`` assigns every parameter exactly once: to the innermost unit containing all its names, else the root."""
     exp = unit_parameters(model, unit_names)
@@ -350,7 +350,7 @@ def assert_sharded_training(results: Sequence[dict[str, Any]], model_fn: Callabl
                                            len(batches), ledger)
 
 
-def assert_unit_trains(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
+def check_unit_trains(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
                        batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float, world_size: int) -> None:
     """``unit_cls`` on every Linear, trained on ``world_size`` ranks by :func:`step_shards_by_hand`, one batch per
     call: it ends at full-batch SGD, frees after every step, and sends at most FULL_SHARD's ring bytes."""
@@ -359,7 +359,7 @@ def assert_unit_trains(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.M
     assert_sharded_training(out, model_fn, batches, lr, ledger)
 
 
-def assert_unit_in_subgroup(unit_cls: Callable[..., Any], widths: Sequence[int], ranks: Sequence[int],
+def check_unit_in_subgroup(unit_cls: Callable[..., Any], widths: Sequence[int], ranks: Sequence[int],
                             seed: int) -> None:
     """Of 4 ranks, only ``ranks`` (a ``new_group``) train through ``unit_cls``; they end at full-batch SGD.
 
@@ -380,7 +380,7 @@ def assert_unit_in_subgroup(unit_cls: Callable[..., Any], widths: Sequence[int],
                              f"{exc}") from None
 
 
-def assert_unit_step(results: Sequence[dict[str, Any]], model_fn: Callable[[], nn.Module],
+def check_unit_step(results: Sequence[dict[str, Any]], model_fn: Callable[[], nn.Module],
                      batch: tuple[torch.Tensor, torch.Tensor], ledger: Any) -> None:
     """One step through the units (plain results) agrees with the unsharded model; see the student-side check."""
     param_sharding.assert_unit_step(plain(results, "the ranks' results"), model_fn, batch, ledger,
@@ -450,7 +450,7 @@ def _loop_calls_problem(log: list[list[Any]], units: int, steps: int) -> str | N
     return None
 
 
-def assert_train_full_shard(train_fn: Callable[..., list[float]], model_fn: Callable[[], nn.Module],
+def check_train_full_shard(train_fn: Callable[..., list[float]], model_fn: Callable[[], nn.Module],
                             batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float, world_size: int,
                             batches_per_call: int) -> None:
     """``train_fn`` trains :class:`RecordingUnit` stand-ins on ``world_size`` ranks, ``batches_per_call`` per call.

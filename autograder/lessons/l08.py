@@ -164,7 +164,7 @@ def _matches(got: Any, schedule: Schedule, columns: int = 4) -> bool:
         return False
 
 
-def assert_schedule(fn: Callable[..., Schedule], cases: Sequence[tuple[Sequence[float], Sequence[float], int]]) -> None:
+def check_schedule(fn: Callable[..., Schedule], cases: Sequence[tuple[Sequence[float], Sequence[float], int]]) -> None:
     """``fn`` returns :func:`prefetch_schedule` on every case."""
     for gather_s, compute_s, depth in cases:
         call = f"prefetch_schedule(gather_s={list(gather_s)}, compute_s={list(compute_s)}, depth={depth})"
@@ -261,7 +261,7 @@ def _peak_hint(profile: Profile, depth: int, got: float) -> str:
     return next((" " + text for value, text in mistakes if _close(got, value) and not _close(value, right)), "")
 
 
-def assert_plan_claims(fn: Callable[..., Plan | None], cases: Sequence[tuple[Profile, float]]) -> None:
+def check_plan_claims(fn: Callable[..., Plan | None], cases: Sequence[tuple[Profile, float]]) -> None:
     """Whatever depth ``fn`` picks, its ``peak_bytes`` and ``exposed_s`` are those of the forward at that depth."""
     for profile, budget in cases:
         got, exp = _plan(fn, profile, budget), prefetch_plan(*profile, budget)
@@ -290,7 +290,7 @@ def assert_plan_claims(fn: Callable[..., Plan | None], cases: Sequence[tuple[Pro
                                  f"depth {depth} exposes {exposed[depth]:.9g} s.{hint}")
 
 
-def assert_plan_depth(fn: Callable[..., Plan | None], cases: Sequence[tuple[Profile, float]]) -> None:
+def check_plan_depth(fn: Callable[..., Plan | None], cases: Sequence[tuple[Profile, float]]) -> None:
     """``fn``'s depth is the grader's exhaustive optimum: fits, lowest exposed of those that fit, the smallest."""
     for profile, budget in cases:
         got, exp = _plan(fn, profile, budget), prefetch_plan(*profile, budget)
@@ -335,7 +335,7 @@ def planned_forward_on_rank(plan_fn: Callable[..., Any], widths: Sequence[int], 
     return {"plan": plan, "peak_bytes": record["shard_bytes"] + record["peak_bytes"], "trace": record["trace"]}
 
 
-def assert_plan_measured(fn: Callable[..., Plan | None],
+def check_plan_measured(fn: Callable[..., Plan | None],
                          cases: Sequence[tuple[Sequence[int], int, Sequence[float], Sequence[float], float]]) -> None:
     """The plan holds on gloo. For each case the planner runs on ``world_size`` ranks, which then run the forward
     at its depth over ``unit_stack(widths)`` under ``SlowNetwork`` with a storage meter and a modelled clock
@@ -385,7 +385,7 @@ def _in_time_order(trace: Sequence[tuple[str, int, float]]) -> bool:
     return all(a[2] <= b[2] for a, b in zip(trace, trace[1:]))
 
 
-def assert_blocked(fn: Callable[..., float], traces: Sequence[list[tuple[str, int, float]]]) -> None:
+def check_blocked(fn: Callable[..., float], traces: Sequence[list[tuple[str, int, float]]]) -> None:
     """``fn(trace)`` equals :func:`blocked_waiting_s`."""
     for trace in traces:
         order = "" if _in_time_order(trace) else " (its events are not in time order)"
@@ -418,7 +418,7 @@ def shuffled(trace: Sequence[tuple[str, int, float]], seed: int) -> list[tuple[s
     return out
 
 
-def assert_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, num_units: int,
+def check_prefetching_forward(results: Sequence[dict[str, Any]], depth: int, num_units: int,
                                ledger: Any = None) -> None:
     """:func:`helpers.l08_prefetching.assert_prefetching_forward` on a plain copy of the ranks' results."""
     prefetch.assert_prefetching_forward(plain(results, "the ranks' results"), depth, num_units, ledger)

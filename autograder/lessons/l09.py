@@ -361,7 +361,7 @@ def _copies(states: Sequence[State]) -> list[State]:
     return [{k: v.clone() for k, v in s.items()} for s in states]
 
 
-def assert_capture(capture_fn: Callable[..., Any], problem: eq.Problem | None = None,
+def check_capture(capture_fn: Callable[..., Any], problem: eq.Problem | None = None,
                    dtype: torch.dtype = torch.float32, groups: bool = False) -> None:
     """``capture_fn`` returns every key, as float64 copies (bool mask) that later steps do not change.
 
@@ -398,7 +398,7 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:80]
 
 
-def assert_calibrate(fn: Callable[[list[State], list[State]], Any],
+def check_calibrate(fn: Callable[[list[State], list[State]], Any],
                      cases: Sequence[tuple[str, list[State], list[State]]]) -> None:
     """``fn`` returns the reference's tolerance for every key (floats, relative 1e-9), on every case."""
     for description, reference, calibrated in cases:
@@ -420,7 +420,7 @@ def assert_calibrate(fn: Callable[[list[State], list[State]], Any],
                     f"max(float32 eps, worst relative 2-norm error over all steps).")
 
 
-def assert_compare(fn: Callable[[State, State, dict[str, float]], Any], cases: Sequence[Case]) -> None:
+def check_compare(fn: Callable[[State, State, dict[str, float]], Any], cases: Sequence[Case]) -> None:
     """``fn`` returns the reference's sorted list of differing keys on every case."""
     for description, ref, cand, tolerances in cases:
         exp = compare_update_states(ref, cand, tolerances)
@@ -474,7 +474,7 @@ def _divergence(fn: Callable[..., Any], reference_steps: Sequence[State], candid
     return value
 
 
-def assert_first_divergence(fn: Callable[..., Any]) -> None:
+def check_first_divergence(fn: Callable[..., Any]) -> None:
     """``fn`` finds the first diverging step (and its keys) in synthetic runs."""
     cases = synthetic_cases()
     ref, fp32, bf16 = cases[0][1], cases[0][3], cases[3][3]
@@ -491,7 +491,7 @@ def assert_first_divergence(fn: Callable[..., Any]) -> None:
             raise AssertionError(f"first_divergence on '{description}' returned {got!r:.120}, expected {exp!r:.120}.")
 
 
-def assert_zoo(fn: Callable[..., Any], runs: dict[str, tuple[torch.dtype, list[State]]],
+def check_zoo(fn: Callable[..., Any], runs: dict[str, tuple[torch.dtype, list[State]]],
                reference_steps: Sequence[State], tolerances: dict[torch.dtype, dict[str, float]],
                also_as: torch.dtype | None = None) -> None:
     """On every zoo run, ``fn`` gives the reference checker's verdict (at the run's precision, and ``also_as``)."""
@@ -656,7 +656,7 @@ def zoo_sharded_cases(reference_steps: Sequence[State], tolerances: dict[torch.d
             for name, (dtype, states) in runs.items() for step, (ref, state) in enumerate(zip(reference_steps, states))]
 
 
-def assert_sharded(fn: Callable[..., Any], cases: Sequence[ShardedCase]) -> None:
+def check_sharded(fn: Callable[..., Any], cases: Sequence[ShardedCase]) -> None:
     """``fn`` returns the sorted differing keys the reference does, on every case; a key within :data:`MARGIN`
     of its tolerance may be reported or not."""
     for description, reference, shards, layout, tolerances in cases:

@@ -834,7 +834,7 @@ def torchrun_log() -> dict[str, Any]:
     """The lesson's torchrun script run on the source notebook's solutions by the student's command (2 workers,
     rank 1 killed at its 3rd batch, 1 restart): its event lines, the uninterrupted reference's, and the verdict."""
     from autograder.course import source_notebook
-    from helpers.launch import l10 as script
+    from helpers.l10_worker_failure import launch as script
 
     with _Scratch() as directory:
         proc = subprocess.run([sys.executable, "-m", "helpers.launch", str(source_notebook("10_worker_failure")),
