@@ -147,11 +147,11 @@ def test_print_command_shows_torchrun(tmp_path):
                   "--", "--steps", "8")
     assert proc.returncode == 0
     assert "torch.distributed.run --standalone --nproc-per-node=4" in proc.stdout
-    assert "-m helpers.launch.l06" in proc.stdout and proc.stdout.rstrip().endswith("--steps 8")
+    assert "-m helpers.l06_gradient_sharding.launch" in proc.stdout and proc.stdout.rstrip().endswith("--steps 8")
 
 
 def test_lesson_10_events_are_ordered_by_attempt_and_rank() -> None:
-    from helpers.launch import l10
+    from helpers.l10_worker_failure import launch as l10
 
     stdout = "noise\n[attempt 1, rank 0] b\n[attempt 0, rank 1] a\n[attempt 0, rank 0] c\n[attempt 0, rank 1] d\n"
     assert l10.events(stdout) == ["[attempt 0, rank 0] c", "[attempt 0, rank 1] a", "[attempt 0, rank 1] d",
