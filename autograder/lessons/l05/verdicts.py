@@ -1,15 +1,14 @@
-"""Lesson 05, optimizer-state sharding: the instructor side.
+"""Lesson 05's references and hidden checks (private: never sent into the kernel).
 
 * **references**: the partition rule (:func:`partition`, largest first to the least-loaded
   rank), ``ZeroRedundancyOptimizer``'s own partition read on a gloo group
   (:func:`zero_owners_on_rank`), single-process float64 ``torch.optim.Adam``
   (:func:`adam_reference`) and the ZeRO memory calculator (:mod:`autograder.lessons.costs`);
 * hidden **checks** (``check_*``), one per graded cell or case: each runs the student's
-  code on cases the visible tests do not show, passes what comes back through
+  code on cases the visible tests do not show (with the hidden models of
+  :mod:`autograder.lessons.l05.drivers`), passes what comes back through
   :func:`autograder.plain.plain` and compares it with a reference, failing with the
-  teaching messages of :mod:`helpers.l05_optimizer_state_sharding`;
-* :data:`STORED`: what chapter 05, its explorer and the visible tests read from
-  ``helpers/stored``. Units: bytes, sizes in elements; 1 GB = 1e9 B as in the ZeRO paper.
+  teaching messages of :mod:`helpers.l05_optimizer_state_sharding`.
 """
 from __future__ import annotations
 
@@ -22,28 +21,19 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from autograder.store import FLOAT32_RESULTS
 from autograder.plain import number, plain
 from helpers import l05_optimizer_state_sharding as lesson
 from helpers.runtime.cluster import run
-from helpers.shared.data import tensors_to_json
-from helpers.shared.models import TinyLM, TinyMLP
-from helpers.shared.state import (
-    Batch, SameInit, frozen_first, make_batches, mse, state_of, to_float64, uneven_mlp)
+from helpers.shared.models import TinyMLP
+from helpers.shared.state import Batch, SameInit, make_batches, mse, state_of, to_float64, uneven_mlp
 
-from .costs import adam_memory_bytes, ring_allreduce_bytes, ring_broadcast_bytes, zero_memory_parts
-
-# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
-# expected value. The course check fails a source grading that ships anything else of this module.
-KERNEL_SIDE = frozenset({
-    "IntermittentMLP",
-    "idle_mlp",
-})
+from ..costs import adam_memory_bytes
+from .drivers import IntermittentMLP, idle_mlp
 
 TIMEOUT_S = 20.0  # per distributed call of a hidden test
-# Ship this module's rank-side drivers by value: a rank then never imports the autograder
-# package (its nbgrader imports cost seconds per rank process). The drivers use only torch
-# and helpers.
+# Ship this module's functions that reach a rank by value (:func:`zero_owners_on_rank` runs on the
+# grader's own ranks): a rank then never imports the autograder package (its nbgrader imports cost
+# seconds per rank process). They use only torch and helpers.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 Moments = lesson.Moments
 State = lesson.State
@@ -98,35 +88,6 @@ def adam_reference(model: nn.Module, batches: Sequence[Batch], hyper: Mapping[st
             torch.nn.utils.clip_grad_norm_(trainable, max_norm)
         opt.step()
     return state_of(ref), lesson.moments_by_name(opt.state, names)
-
-
-class IntermittentMLP(nn.Module):
-    """A 5-8-3 MLP whose ``side`` layer takes part only in the forward calls numbered in ``uses``.
-
-    Calls are counted from 0 per model; one forward per training step makes ``side`` get a
-    gradient in some steps and ``None`` in the others, the same on every rank, so its Adam
-    step count differs from the number of optimizer steps.
-    """
-
-    def __init__(self, uses: Sequence[int] = (1, 3)) -> None:
-        super().__init__()
-        self.body = nn.Linear(5, 8)
-        self.side = nn.Linear(8, 8)
-        self.head = nn.Linear(8, 3)
-        self.uses, self.calls = tuple(uses), 0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.tanh(self.body(x))
-        if self.calls in self.uses:
-            h = h + torch.tanh(self.side(h))
-        self.calls += 1
-        return self.head(h)
-
-
-def idle_mlp() -> nn.Module:
-    """:class:`IntermittentMLP` whose ``side`` layer is never used and whose first weight is frozen:
-    three parameters (``body.weight``, ``side.weight``, ``side.bias``) that never have a gradient."""
-    return frozen_first(IntermittentMLP(uses=()))
 
 
 # --------------------------------------------------------------------------- hidden checks
@@ -372,77 +333,3 @@ def check_min_world_size(fn: Callable[[int, float, int], int | None]) -> None:
         assert type(got) is int and got >= 1, f"{call} = {got!r}: expected an int >= 1"
         assert fits(psi, got, budget, k), f"{call} = {got} does not fit the budget"
         assert got == 1 or not fits(psi, got - 1, budget, k), f"{call} = {got}: {got - 1} fits too"
-
-
-# --------------------------------------------------------------------------- stored results
-
-PAPER = dict(num_params=7_500_000_000, world_size=64, k=12)  # ZeRO paper, Figure 1
-BUDGET_BYTES = 32 * GB
-MEMORY_WORLD_SIZES = [2 ** e for e in range(11)]
-EXPLORER_PARAMS = [1_300_000_000, 7_500_000_000, 13_000_000_000, 70_000_000_000, 128_000_000_000,
-                   175_000_000_000, 1_000_000_000_000]
-EXPLORER_K = [8, 12, 16]
-
-
-def zero_memory_results() -> dict[str, Any]:
-    """Chapter 05's memory numbers (bytes per rank): the paper's Figure 1, the stage curves, a 32 GB budget."""
-    psi, k = PAPER["num_params"], PAPER["k"]
-    first_fit = {str(s): next((n for n in range(1, 4097) if adam_memory_bytes(psi, n, s, k) <= BUDGET_BYTES), None)
-                 for s in range(4)}
-    return {
-        "paper_figure_1": dict(PAPER, bytes_per_rank=[adam_memory_bytes(psi, PAPER["world_size"], s, k)
-                                                      for s in range(4)]),
-        "curves": {"num_params": psi, "k": k, "world_sizes": MEMORY_WORLD_SIZES, "stage1_floor": 4 * psi,
-                   "bytes_per_rank": {str(s): [adam_memory_bytes(psi, n, s, k) for n in MEMORY_WORLD_SIZES]
-                                      for s in range(4)}},
-        "budget": {"bytes": BUDGET_BYTES, "searched_up_to": 4096, "first_fitting_world_size": first_fit},
-    }
-
-
-def memory_explorer_grid() -> dict[str, Any]:
-    """``parts[psi][k][i][stage]`` = (parameter, gradient, optimizer-state) bytes per rank at world size ``i``."""
-    return {
-        "num_params": EXPLORER_PARAMS, "k": EXPLORER_K, "world_sizes": MEMORY_WORLD_SIZES,
-        "stage1_floor": {str(psi): 4 * psi for psi in EXPLORER_PARAMS},
-        "parts": {str(psi): {str(k): [[list(zero_memory_parts(psi, n, s, k)) for s in range(4)]
-                                      for n in MEMORY_WORLD_SIZES] for k in EXPLORER_K} for psi in EXPLORER_PARAMS},
-    }
-
-
-def tinylm_communication() -> dict[str, Any]:
-    """Ring bytes per rank of one fp32 broadcast and one all-reduce of every TinyLM parameter, N = 1..4."""
-    with torch.device("meta"):  # only the sizes: no memory, no draw from the global RNG
-        num_params = sum(p.numel() for p in TinyLM().parameters())  # the tied embedding/head counts once
-    world_sizes = [1, 2, 3, 4]
-    return {"num_params": num_params, "world_sizes": world_sizes,
-            "broadcast": [ring_broadcast_bytes(num_params, 4, n) for n in world_sizes],
-            "all_reduce": [ring_allreduce_bytes(num_params, 4, n) for n in world_sizes]}
-
-
-VISIBLE_ADAM = {  # visible test: (model_fn, batches, hyper-parameters); its expected values are stored
-    "test_sharded_adam_matches_adam": (SameInit(TinyMLP, seed=5), (3, 12, 8, 4, 7), PLAIN),
-    "test_consolidated_state_dict": (SameInit(TinyMLP, seed=83), (2, 12, 8, 4, 89), PLAIN),
-    "test_flat_adam_matches_adam": (SameInit(TinyMLP, seed=139), (3, 12, 8, 4, 149),
-                                    dict(PLAIN, weight_decay=0.01, max_norm=0.4)),
-}
-
-
-def visible_references() -> dict[str, Any]:
-    """float64 single-process Adam after the visible tests' steps: parameters, moments, steps."""
-    out = {}
-    for case, (model_fn, batch_args, hyper) in VISIBLE_ADAM.items():
-        params, moments = adam_reference(model_fn(), make_batches(*batch_args), hyper)
-        out[case] = {"params": tensors_to_json(params),
-                     "moments": tensors_to_json({f"{n}.{key}": t for n, (m, v, _) in moments.items()
-                                                 for key, t in (("exp_avg", m), ("exp_avg_sq", v))}),
-                     "steps": {n: step for n, (_, _, step) in moments.items()}}
-    return out
-
-
-STORED_ROUNDING = {lesson.STORED_REFERENCES: FLOAT32_RESULTS}  # float32 values: their last digits differ between CPUs
-STORED = {
-    lesson.STORED_MEMORY: zero_memory_results,
-    lesson.STORED_EXPLORER: memory_explorer_grid,
-    lesson.STORED_REFERENCES: visible_references,
-    "05_tinylm_communication": tinylm_communication,
-}
