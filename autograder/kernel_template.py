@@ -188,17 +188,15 @@ def _start_forkserver() -> str:
 
     from helpers.runtime import cluster
 
-    preload, saved = cluster.RANK_PRELOAD, os.environ.get("PYTHONPATH")
-    cluster.RANK_PRELOAD = (MODULE, *preload)
+    saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)), *filter(None, [saved])])
     try:
-        address = cluster.share_forkserver()
+        address = cluster.share_forkserver(first=(MODULE,))
         probe = multiprocessing.get_context("forkserver").Process(target=os.getpid)
         probe.start()
         probe.join()
         return address
     finally:  # a kernel that starts its own forkserver neither finds nor needs this file
-        cluster.RANK_PRELOAD = preload
         if saved is None:
             os.environ.pop("PYTHONPATH")
         else:

@@ -42,7 +42,7 @@ import threading
 import time
 import types
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import cloudpickle
 
@@ -175,18 +175,20 @@ def _start_forkserver_quietly() -> None:
             os.close(fd)
 
 
-def share_forkserver() -> str:
+def share_forkserver(first: Sequence[str] = ()) -> str:
     """Start this process's forkserver (torch imported) for the kernels it will start; its address.
 
-    A grader that starts many kernels one after another sets :data:`SHARED_FORKSERVER_ENV`
-    to this address in their environment: their ranks are then forked from this one server
-    instead of each kernel starting its own (about 2.5 CPU seconds: Python, torch and
-    torch._dynamo imported again). A rank is a fork, so nothing it does reaches the
-    server's memory; if the server is gone, a kernel starts its own again.
+    The one hook a grader uses. A grader that starts many kernels one after another sets
+    :data:`SHARED_FORKSERVER_ENV` to this address in their environment: their ranks are then
+    forked from this one server instead of each kernel starting its own (about 2.5 CPU seconds:
+    Python, torch and torch._dynamo imported again). The server imports the modules ``first``
+    (the grader's own, e.g. one that makes it undumpable), then :data:`RANK_PRELOAD`. A rank is
+    a fork, so nothing it does reaches the server's memory; if the server is gone, a kernel
+    starts its own again.
     """
     from multiprocessing import forkserver
 
-    _context()
+    _context().set_forkserver_preload([*first, *RANK_PRELOAD])
     _start_forkserver_quietly()
     return forkserver._forkserver._forkserver_address
 
