@@ -297,9 +297,10 @@ def test_grading_may_send_the_kernel_only_what_a_lesson_declares_kernel_side():
 
     verdicts.SHIPPED.clear()
     verdicts.shipped_request("run", l03.train_on_rank, (l03.CountedWaits,), {})
-    assert verdicts.SHIPPED == {"autograder.lessons.l03.train_on_rank", "autograder.lessons.l03.CountedWaits"}
+    assert verdicts.SHIPPED == {"autograder.lessons.l03.drivers.train_on_rank",
+                                "autograder.lessons.l03.drivers.CountedWaits"}
     assert kernel_side_row("03", verdicts.SHIPPED).ok
     verdicts.shipped_request("call", l03.communication_schedule, (), {})  # a reference: never for the kernel
     row = kernel_side_row("03", verdicts.SHIPPED)
-    assert not row.ok and "autograder.lessons.l03.communication_schedule" in row.detail
+    assert not row.ok and "autograder.lessons.l03.verdicts.communication_schedule" in row.detail
     verdicts.SHIPPED.clear()

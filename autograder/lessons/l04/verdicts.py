@@ -1,17 +1,14 @@
-"""Instructor side of lesson 04 (accumulation): references, hidden checks, stored results.
+"""Lesson 04, accumulation: the references, the hidden cases and the hidden checks (private to the grader).
 
 :func:`reference_training` is single-process float64 training with one update per whole
 window; :func:`window_allreduce_cost` is the answer of the cost exercise. The hidden checks
 copy what a student's code returned into plain data (:mod:`autograder.plain`) before
 comparing it, then raise the student-facing messages of :mod:`helpers.l04_accumulation`.
-``STORED`` produces the expected values of the visible tests and the communication numbers of
-the chapter's figure and explorer.
 
 Units: sizes are rows (samples); communication is in bytes sent by one rank under a ring.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,17 +18,11 @@ import torch
 from torch import nn
 
 from autograder.lessons.costs import ring_allreduce_bytes
-from autograder.store import FLOAT32_RESULTS
 from autograder.plain import plain
 from helpers import l04_accumulation as acc
 from helpers.runtime.cluster import run
-from helpers.shared.data import tensors_to_json
 from helpers.shared.models import TinyMLP
 from helpers.shared.state import SameInit, state_of, to_float64, uneven_mlp
-
-# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
-# expected value. The course check fails a source grading that ships anything else of this module.
-KERNEL_SIDE: frozenset[str] = frozenset()
 
 TIMEOUT_S = 10.0  # per distributed call of a hidden test
 # The model and optimizers of the assignment's test cells.
@@ -257,41 +248,3 @@ def check_window_cost(fn: Callable[..., Any], cases: Sequence[acc.CostCase]) -> 
 
     acc.assert_window_cost(plain_fn, [(case, window_allreduce_cost(*case[:4], no_sync=case[4], num_buckets=case[5]))
                                       for case in cases])
-
-
-# --------------------------------------------------------------------------- stored results
-
-# The visible cases of source/04_accumulation (cells test_train_window_objective,
-# _scaling_and_clipping and _skips_together); change them together.
-_SIZES_2CD = [[2, 1, 3], [1, 4, 2]]
-VISIBLE_CASES: dict[str, TrainCase] = {
-    "objective": TrainCase(2, MLP, [[1, 4, 2], [3, 2, 6]], ADAM, math.inf, (1, 2)),
-    "clip": TrainCase(2, MLP, _SIZES_2CD, SGD, 0.2, (7, 8)),
-    "skip": TrainCase(2, MLP, _SIZES_2CD, SGD, 1.0, (9, 10), loss_scale=1024.0, poison={0: (1, 1)}),
-}
-CHAPTER_MICRO_BATCHES, CHAPTER_WORLD_SIZE = (1, 2, 4, 6, 8), 3  # notebooks/04 section 4.3, TinyMLP in float32
-
-
-def visible_references() -> dict[str, Any]:
-    """Expected state, optimizer state and window losses (``None`` when skipped) of each visible case (JSON data)."""
-    out = {}
-    for name, case in VISIBLE_CASES.items():
-        result = expected_training(case)
-        out[name] = {"state": tensors_to_json(result["state"]), "opt_state": tensors_to_json(result["opt_state"]),
-                     "losses": [None if v is None else float(f"{v:.9g}") for v in result["losses"]]}
-    return out
-
-
-def window_costs() -> dict[str, dict[str, list[float]]]:
-    """Per ``"num_params,bytes,world_size,K"``: both syncs' ``[all-reduces, bytes]`` (explorer grid and chapter)."""
-    tiny = sum(p.numel() for p in TinyMLP().parameters())
-    cases = list(itertools.product(acc.EXPLORER_PARAMS, acc.EXPLORER_BYTES, acc.EXPLORER_WORLD_SIZES,
-                                   acc.EXPLORER_MICRO_BATCHES))
-    cases += [(tiny, 4, CHAPTER_WORLD_SIZE, k) for k in CHAPTER_MICRO_BATCHES]
-    return {",".join(map(str, case)): {"no_sync": list(window_allreduce_cost(*case, no_sync=True)),
-                                       "every_micro_batch": list(window_allreduce_cost(*case, no_sync=False))}
-            for case in cases}
-
-
-STORED_ROUNDING = {acc.STORED_REFERENCES: FLOAT32_RESULTS}  # float32 values: their last digits differ between CPUs
-STORED = {acc.STORED_REFERENCES: visible_references, acc.STORED_COSTS: window_costs}
