@@ -7,6 +7,7 @@ import torch
 import torch.distributed as dist
 
 from autograder.lessons import l08
+from autograder.lessons.l08.verdicts import _peak_at_compute_starts, _total
 from helpers import l08_prefetching as F
 from helpers.runtime.cluster import RankError, run
 from helpers.runtime.slow_network import SlowNetwork
@@ -68,7 +69,7 @@ def test_peak_is_reached_at_an_issue_when_a_unit_computes_for_no_time() -> None:
     sched = l08.prefetch_schedule([0.5, 1.0], [0.0, 1.0], 0)
     assert sched == [(0.0, 0.5, 0.5, 0.5), (0.5, 1.5, 1.5, 2.5)]
     assert l08.peak_live_bytes(sched, [100, 10], [0, 0], 0) == 100
-    assert l08._peak_at_compute_starts(sched, [100, 10], [0, 0], 0) == 10
+    assert _peak_at_compute_starts(sched, [100, 10], [0, 0], 0) == 10
 
 
 def test_blocked_time_ignores_enqueue_time() -> None:
@@ -170,7 +171,7 @@ def test_plan_checks_accept_the_reference_and_name_mistakes() -> None:
         l08.check_plan_claims(_planner(_deepest, from_landing), [(([1.0, 1.0, 1.0], [0.5] * 3, [500, 10, 10],
                                                                     [0, 0, 0], 0), 9e9)])
     with pytest.raises(AssertionError, match="only when units start computing"):
-        l08.check_plan_claims(_planner(lambda *a: 0, l08._peak_at_compute_starts),
+        l08.check_plan_claims(_planner(lambda *a: 0, _peak_at_compute_starts),
                                [(([0.5, 1.0], [0.0, 1.0], [100, 10], [0, 0], 0), 9e9)])
     with pytest.raises(AssertionError, match="exactly the keys"):
         l08.check_plan_claims(lambda *a: {"depth": 0}, [(SIZES4, 760)])
@@ -336,7 +337,7 @@ def test_blocked_time_ends_at_the_wait_return_in_any_event_order() -> None:
     assert l08.blocked_waiting_s(trace) == pytest.approx(0.5)
     assert l08.blocked_waiting_s(l08.shuffled(trace, seed=1)) == pytest.approx(0.5)
     with pytest.raises(AssertionError, match="compute_start"):
-        l08.check_blocked(lambda t: l08._total(t, "wait_call", "compute_start"), [trace])
+        l08.check_blocked(lambda t: _total(t, "wait_call", "compute_start"), [trace])
     with pytest.raises(AssertionError, match="need not be in time order"):
         l08.check_blocked(lambda t: [0.0][len(t)], [list(reversed(trace))])
 

@@ -1,4 +1,4 @@
-"""Lesson 07, parameter sharding (FULL_SHARD): references, drivers, hidden checks and the chapter's stored results.
+"""Lesson 07, parameter sharding (FULL_SHARD): references and hidden checks, never sent to the kernel.
 
 A **unit** is a module whose parameters are stored flat and sharded: the flat vector of its
 ``numel`` parameter elements is padded to ``N * S`` (``S = ceil(numel / N)``) and rank ``r``
@@ -10,7 +10,7 @@ gradient and a free after backward.
 The drivers that run a student's unit and loop on gloo, and the checks against PyTorch
 (autograd, SGD, real FSDP2), are student-side (:mod:`helpers.l07_parameter_sharding`); the checks here
 pass a student's values through :mod:`autograder.plain` first. What the hidden checks send to
-the ranks solves no exercise (issue 23): a student's unit trains under
+the ranks (:mod:`.drivers`) solves no exercise (issue 23): a student's unit trains under
 :func:`step_shards_by_hand` (no optimizer, one batch per call), a student's loop trains
 :class:`RecordingUnit` stand-ins that shard nothing. Known-correct solutions of both exercises,
 for testing these checks, live in ``tests/test_l07_parameter_sharding.py``. Sizes are elements unless a
@@ -19,44 +19,25 @@ name says bytes; traffic is the bytes one rank sends under ring algorithms
 """
 from __future__ import annotations
 
-import math
-import sys
 from typing import Any, Callable, Sequence
 
-import cloudpickle
 import torch
-import torch.distributed as dist
 from torch import nn
 
-from autograder.lessons.costs import (adam_memory_bytes, ring_allgather_bytes, ring_allreduce_bytes,
-                                      ring_reduce_scatter_bytes)
-from autograder.lessons.l01 import in_subgroup, run_in_subgroup
-from autograder.store import FLOAT32_RESULTS
+from autograder.lessons.costs import ring_allgather_bytes, ring_reduce_scatter_bytes
+from autograder.lessons.l01 import run_in_subgroup
 from autograder.plain import number, plain
 from helpers import l07_parameter_sharding as param_sharding
-from helpers.shared.checks import first_difference
 from helpers.runtime.cluster import run
-from helpers.shared.data import tensors_to_json
-from helpers.shared.models import TinyLM, shard_batch
-from helpers.shared.state import SameInit, make_batches, mse, rank_shard, state_of
+from helpers.shared.checks import first_difference
+from helpers.shared.models import shard_batch
+from helpers.shared.state import SameInit, make_batches, mse, state_of
 
-# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
-# expected value. The course check fails a source grading that ships anything else of this module.
-KERNEL_SIDE = frozenset({
-    "RecordingUnit",
-    "block_mlp",
-    "recorded_train_on_rank",
-    "step_shards_by_hand",
-    "train_in_subgroup_on_rank",
-})
+from .drivers import recorded_train_on_rank, step_shards_by_hand, train_in_subgroup_on_rank
 
 Event = tuple[str, int]
 _GATHERS = ("all_gather_single", "all_gather_into_tensor")
 _SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
-# Ship this module's rank-side code (the drivers and the stand-in unit below) by value: a rank then never
-# imports the autograder package. None of it solves an exercise: the units' loop steps the shards by hand,
-# one batch per call, and the loop's stand-in unit keeps every parameter unsharded.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 # --------------------------------------------------------------------------- references
@@ -111,125 +92,6 @@ def unit_parameters(model: nn.Module, unit_names: Sequence[str]) -> dict[str, li
         holders = [u for u in unit_names if all(n.startswith(u + ".") for n in names_of[id(p)])]
         out[max(holders, key=len, default="")].append(name)  # nested holders: the longest name is innermost
     return out
-
-
-def block_mlp(widths: Sequence[int], hidden: int) -> nn.Sequential:
-    """A hidden model whose units are blocks: ``Linear(a, hidden), Tanh, Linear(hidden, b)`` per pair of widths,
-    ReLUs between the blocks (the blocks are ``model[::2]``)."""
-    layers: list[nn.Module] = []
-    for i in range(len(widths) - 1):
-        layers.append(nn.Sequential(nn.Linear(widths[i], hidden), nn.Tanh(), nn.Linear(hidden, widths[i + 1])))
-        if i < len(widths) - 2:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
-
-
-def step_shards_by_hand(model: nn.Module, units: Sequence[Any], batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                        lr: float) -> list[float]:
-    """Drives a unit under test through one batch: not the exercise's loop (no optimizer, one batch only).
-
-    Forward and backward; the units' ``reduce_gradients()`` and ``free()`` from the last unit to
-    the first; then ``shard -= lr * shard.grad`` in place and the gradient dropped.
-    """
-    [(x, y)] = batches
-    loss = (model(x) - y).square().mean()
-    loss.backward()
-    for unit in reversed(units):
-        unit.reduce_gradients()
-        unit.free()
-    with torch.no_grad():
-        for shard in (unit.shard for unit in units):
-            if shard.grad is not None:
-                shard -= lr * shard.grad
-            shard.grad = None
-    return [loss.item()]
-
-
-def train_in_subgroup_on_rank(unit_cls: Callable[..., Any], model_fn: Callable[[], nn.Module],
-                              batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float,
-                              ranks: Sequence[int]) -> dict[str, Any] | None:
-    """Every rank creates ``new_group(ranks)``; its members train through ``unit_cls(m, group=group)``.
-
-    The members share each batch (rows by group rank) and step with :func:`step_shards_by_hand`,
-    one batch per call; the other ranks return ``None`` at once.
-    """
-    return in_subgroup(ranks, lambda group: param_sharding.shard_train_on_rank(
-        unit_cls, step_shards_by_hand, model_fn, batches, lr, group=group))
-
-
-class RecordingUnit:
-    """Stands in for a unit when the hidden check trains the student's ``train_full_shard``: not a sharded unit.
-
-    Every rank keeps the module's whole flat parameter vector as ``shard`` (no sharding, no
-    padding, no all-gather); the module's parameters are views of it, pointed at it again
-    before every forward and by ``free()`` and ``gather()``. ``reduce_gradients()`` all-reduces
-    the flat gradient, stores the mean as ``shard.grad`` and clears the module's gradients.
-    Every forward and backward through the module and every call of ``gather``, ``free`` and
-    ``reduce_gradients`` is appended to the shared ``log`` as ``[event, unit index, shard
-    version, shard values]``, so the grader can tell the order of the loop's calls and when
-    the shards changed.
-    """
-
-    def __init__(self, module: nn.Module, index: int, log: list[list[Any]]) -> None:
-        self.module, self.index, self.log = module, index, log
-        self.params = list(module.parameters())
-        self.shard = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in self.params]))
-        self._view()
-        module.register_forward_pre_hook(self._before_forward)
-        module.register_forward_hook(self._after_forward)
-
-    def note(self, event: str) -> None:
-        self.log.append([event, self.index, self.shard._version, self.shard.detach().clone()])
-
-    def _view(self) -> None:
-        offset = 0
-        for p in self.params:
-            p.data = self.shard.data[offset: offset + p.numel()].view_as(p)
-            offset += p.numel()
-
-    def _before_forward(self, module: nn.Module, args: Any) -> None:
-        self.note("forward")
-        self._view()
-
-    def _after_forward(self, module: nn.Module, args: Any, out: Any) -> None:
-        if isinstance(out, torch.Tensor) and out.requires_grad:
-            out.register_hook(lambda grad: self.note("backward"))
-
-    def gather(self) -> None:
-        self.note("gather")
-        self._view()
-
-    def free(self) -> None:
-        self.note("free")
-        self._view()
-
-    def reduce_gradients(self) -> None:
-        self.note("reduce_gradients")
-        flat = torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1) for p in self.params])
-        dist.all_reduce(flat)
-        self.shard.grad = flat / dist.get_world_size()
-        for p in self.params:
-            p.grad = None
-
-
-def recorded_train_on_rank(train_fn: Callable[..., list[float]], model_fn: Callable[[], nn.Module],
-                           batches: Sequence[tuple[torch.Tensor, torch.Tensor]], lr: float,
-                           batches_per_call: int) -> dict[str, Any]:
-    """``train_fn(model, units, batches, lr)`` with a :class:`RecordingUnit` on every Linear of ``model_fn()``.
-
-    ``train_fn`` gets ``batches_per_call`` consecutive batches per call (this rank's rows of
-    each); after every call each unit notes ``"return"``. Returns the final parameters, the
-    losses and the log.
-    """
-    model = model_fn()
-    log: list[list[Any]] = []
-    units = [RecordingUnit(m, u, log) for u, m in enumerate(model[::2])]
-    losses: list[Any] = []
-    for start in range(0, len(batches), batches_per_call):
-        losses += train_fn(model, units, [rank_shard(x, y) for x, y in batches[start:start + batches_per_call]], lr)
-        for unit in units:
-            unit.note("return")
-    return {"final": state_of(model), "losses": losses, "log": log}
 
 
 # --------------------------------------------------------------------------- hidden checks
@@ -487,168 +349,3 @@ def check_train_full_shard(train_fn: Callable[..., list[float]], model_fn: Calla
             raise AssertionError(f"{where}, rank {rank}: batch {t} returned the loss {r['losses'][t]!r}, expected "
                                  f"{losses[rank][t]:.6g}: the mean squared error of this rank's rows, computed "
                                  f"before the step.")
-
-
-# --------------------------------------------------------------------------- the chapter's numbers
-
-_MODES = {"True": True, "False": False}
-EXPLORER_UNITS = (1, 2, 3, 4, 6, 8, 12, 16)
-EXPLORER_WORLD_SIZES = (2, 4, 8, 16, 64, 256, 1024)
-EXPLORER_PARAMS = (1_000_000_000, 7_500_000_000, 70_000_000_000)
-CURVE_WORLD_SIZES = tuple(2 ** e for e in range(1, 11))
-BYTES_PER_PARAM, ADAM_K = 2, 12
-
-
-def split_params(num_params: int, num_units: int) -> list[int]:
-    """``num_params`` elements in ``num_units`` units as equal as integers allow (larger first)."""
-    q, r = divmod(int(num_params), num_units)
-    return [q + (1 if u < r else 0) for u in range(num_units)]
-
-
-def step_timeline(num_units: int, reshard_after_forward: bool) -> list[Event]:
-    """The schedule with the computation inserted.
-
-    ``("forward", u)`` right after the all-gather that first materialises unit ``u``,
-    ``("backward", u)`` right before its reduce-scatter.
-    """
-    out: list[Event] = []
-    forwarded: set[int] = set()
-    for kind, unit in full_shard_schedule(num_units, reshard_after_forward):
-        if kind == "reduce_scatter":
-            out.append(("backward", unit))
-        out.append((kind, unit))
-        if kind == "all_gather" and unit not in forwarded:
-            forwarded.add(unit)
-            out.append(("forward", unit))
-    return out
-
-
-def availability(num_units: int, reshard_after_forward: bool) -> dict[str, Any]:
-    """One entry per compute slot of a step: what runs and which units' full parameters exist meanwhile.
-
-    ``slots``: dicts with ``phase`` (``"forward"``/``"backward"``), ``unit`` (the unit computing),
-    ``gathered`` (sorted units materialised during the slot) and ``before`` (the events at the
-    boundary just before the slot, in order, as ``[kind, unit]``); ``after``: the events after the
-    last computation. Also the step's ``all_gathers``, ``reduce_scatters`` and ``max_gathered``.
-    """
-    slots: list[dict[str, Any]] = []
-    pending: list[list[Any]] = []
-    gathered: set[int] = set()
-    for kind, unit in step_timeline(num_units, reshard_after_forward):
-        if kind in ("forward", "backward"):
-            slots.append({"phase": kind, "unit": unit, "gathered": sorted(gathered), "before": pending})
-            pending = []
-            continue
-        pending.append([kind, unit])
-        if kind == "all_gather":
-            gathered.add(unit)
-        elif kind == "free":
-            gathered.discard(unit)
-    events = full_shard_schedule(num_units, reshard_after_forward)
-    return {"slots": slots, "after": pending,
-            "all_gathers": sum(e[0] == "all_gather" for e in events),
-            "reduce_scatters": sum(e[0] == "reduce_scatter" for e in events),
-            "max_gathered": max((len(s["gathered"]) for s in slots), default=0)}
-
-
-def live_parameter_bytes(unit_numels: Sequence[int], world_size: int, reshard_after_forward: bool | None,
-                         bytes_per_param: int = BYTES_PER_PARAM) -> dict[str, Any]:
-    """Parameter bytes allocated on one rank during every compute slot of a step.
-
-    Every rank always stores its shards, ``S_u = ceil(n_u / N)`` elements per unit; a gathered
-    unit adds its full padded buffer of ``N * S_u`` elements. ``reshard_after_forward=None`` is
-    replicated training: every rank keeps all ``sum(n_u)`` elements. Gradients, activations and
-    prefetch buffers are not counted. Returns ``slots`` (bytes per slot), ``between_steps``
-    (bytes while no unit is gathered), ``peak`` and ``peak_slot`` (first slot reaching it).
-    """
-    units = len(unit_numels)
-    if reshard_after_forward is None:
-        total = float(sum(unit_numels) * bytes_per_param)
-        return {"slots": [total] * (2 * units), "between_steps": total, "peak": total, "peak_slot": 0}
-    shard = [math.ceil(n / world_size) for n in unit_numels]
-    persistent = float(sum(shard) * bytes_per_param)
-    slots = [persistent + sum(world_size * shard[u] for u in slot["gathered"]) * bytes_per_param
-             for slot in availability(units, reshard_after_forward)["slots"]]
-    peak = max(slots)
-    return {"slots": slots, "between_steps": persistent, "peak": peak, "peak_slot": slots.index(peak)}
-
-
-def traffic_and_memory(num_params: int, world_sizes: Sequence[int] = CURVE_WORLD_SIZES) -> dict[str, Any]:
-    """Per world size: ring bytes per step (DDP, SHARD_GRAD_OP, FULL_SHARD) and ZeRO stage 0-3 Adam bytes."""
-    b = BYTES_PER_PARAM
-    return {"world_sizes": list(world_sizes),
-            "ddp": [ring_allreduce_bytes(num_params, b, n) for n in world_sizes],
-            "shard_grad_op": [fsdp_traffic_bytes(num_params, b, n, False) for n in world_sizes],
-            "full_shard": [fsdp_traffic_bytes(num_params, b, n, True) for n in world_sizes],
-            "stages": [[adam_memory_bytes(num_params, n, stage, ADAM_K) for n in world_sizes] for stage in range(4)]}
-
-
-def explorer_case(num_params: int, world_size: int, num_units: int) -> dict[str, Any]:
-    """The explorer's numbers for one slider setting: live parameters of the three modes and traffic."""
-    numels = split_params(num_params, num_units)
-    return {"live": {str(mode): live_parameter_bytes(numels, world_size, mode) for mode in (True, False, None)},
-            "traffic": {key: fsdp_traffic_bytes(num_params, BYTES_PER_PARAM, world_size, mode)
-                        for key, mode in _MODES.items()},
-            "ddp_traffic": ring_allreduce_bytes(num_params, BYTES_PER_PARAM, world_size),
-            "stage3_bytes": adam_memory_bytes(num_params, world_size, 3, ADAM_K),
-            "stage0_bytes": adam_memory_bytes(num_params, world_size, 0, ADAM_K)}
-
-
-def explorer_results() -> dict[str, Any]:
-    """Every slider setting of :func:`helpers.l07_parameter_sharding.plots.param_sharding_explorer`."""
-    return {"num_units": list(EXPLORER_UNITS), "world_sizes": list(EXPLORER_WORLD_SIZES),
-            "num_params": list(EXPLORER_PARAMS), "bytes_per_param": BYTES_PER_PARAM, "k": ADAM_K,
-            "availability": {str(u): {key: availability(u, mode) for key, mode in _MODES.items()}
-                             for u in EXPLORER_UNITS},
-            "curves": {str(psi): traffic_and_memory(psi) for psi in EXPLORER_PARAMS},
-            "cases": {f"{psi}/{n}/{u}": explorer_case(psi, n, u)
-                      for psi in EXPLORER_PARAMS for n in EXPLORER_WORLD_SIZES for u in EXPLORER_UNITS}}
-
-
-def chapter_results() -> dict[str, Any]:
-    """The numbers chapter 07 prints: schedules, the ZeRO example, the FSDP2 comparison, tied-weight owners."""
-    psi, n = 7_500_000_000, 64
-    widths, world = (8, 12, 8, 4), 2
-    unit_sizes = [sum(p.numel() for p in m.parameters()) for m in list(param_sharding.layered_mlp(widths))[::2]]
-    lm = TinyLM()
-    numel = {name: p.numel() for name, p in lm.named_parameters()}
-    owners = unit_parameters(lm, ["embed", "blocks.0", "blocks.1", "head"])
-    return {
-        "schedule_2_units": {key: [list(e) for e in full_shard_schedule(2, mode)] for key, mode in _MODES.items()},
-        "zero_example": {"num_params": psi, "world_size": n, "bytes_per_param": BYTES_PER_PARAM,
-                         "stages": [adam_memory_bytes(psi, n, stage, ADAM_K) for stage in range(4)],
-                         "ddp": ring_allreduce_bytes(psi, BYTES_PER_PARAM, n),
-                         "traffic": {key: fsdp_traffic_bytes(psi, BYTES_PER_PARAM, n, mode)
-                                     for key, mode in _MODES.items()}},
-        "fsdp2_comparison": {
-            "widths": list(widths), "world_size": world, "unit_sizes": unit_sizes, "num_params": sum(unit_sizes),
-            "ddp": ring_allreduce_bytes(sum(unit_sizes), 4, world),
-            "modes": {key: {"all_gathers": sum(e[0] == "all_gather" for e in full_shard_schedule(3, mode)),
-                            "reduce_scatters": sum(e[0] == "reduce_scatter" for e in full_shard_schedule(3, mode)),
-                            "bytes": fsdp_traffic_bytes(sum(unit_sizes), 4, world, mode)}
-                      for key, mode in _MODES.items()}},
-        "tinylm_owners": [[unit, names, sum(numel[name] for name in names)] for unit, names in owners.items()],
-    }
-
-
-# The visible tests of source/07_parameter_sharding (cells test_fully_sharded_unit and
-# test_train_full_shard) run these cases; change them together.
-VISIBLE_UNIT = {"model_fn": SameInit(param_sharding.layered_mlp, seed=1, kwargs={"widths": (6, 10, 7, 3)}),
-                "batch": {"num_steps": 1, "batch_size": 8, "in_features": 6, "out_features": 3, "seed": 2}}
-VISIBLE_TRAIN = {"model_fn": SameInit(param_sharding.layered_mlp, seed=3, kwargs={"widths": (6, 10, 7, 3)}),
-                 "batches": {"num_steps": 3, "batch_size": 8, "in_features": 6, "out_features": 3, "seed": 4},
-                 "lr": 0.1}
-
-
-def visible_results() -> dict[str, Any]:
-    """The float64 results the visible tests compare with (see ``helpers.l07_parameter_sharding.stored_expected``)."""
-    batch = make_batches(**VISIBLE_UNIT["batch"])[0]
-    trained = sgd_full_batch(VISIBLE_TRAIN["model_fn"], make_batches(**VISIBLE_TRAIN["batches"]), VISIBLE_TRAIN["lr"])
-    gradients = unit_gradients(VISIBLE_UNIT["model_fn"], batch)
-    return {"unit_gradients": tensors_to_json({str(u): g for u, g in enumerate(gradients)}),
-            "trained_state": tensors_to_json(trained)}
-
-
-STORED_ROUNDING = {"07_visible": FLOAT32_RESULTS}  # float32 values: their last digits differ between CPUs
-STORED = {"07_chapter": chapter_results, "07_explorer": explorer_results,
-          param_sharding.STORED_VISIBLE: visible_results}
