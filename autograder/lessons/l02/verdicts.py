@@ -1,46 +1,29 @@
-"""Instructor side of lesson 02 (one global denominator): references, hidden checks, stored results.
+"""Lesson 02, one global denominator: references and hidden checks (the grader's side only).
 
 The references are single-process and float64: one process that sees every valid token of a
 window at once. The hidden checks copy what a student's code returned into plain data
 (:mod:`autograder.plain`) before comparing it, then raise the student-facing messages of
-:mod:`helpers.l02_global_denominator`. ``STORED`` produces the expected values of the visible tests and
-the factors the chapter and its explorer show.
+:mod:`helpers.l02_global_denominator`.
 
 Units: counts are valid target tokens; losses are nats per token.
 """
 from __future__ import annotations
 
-import itertools
 import math
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import cloudpickle
 import torch
-import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
-from autograder.lessons.l01 import in_subgroup, run_in_subgroup
-from autograder.store import FLOAT32_RESULTS
+from autograder.lessons.l01.verdicts import run_in_subgroup
 from autograder.plain import plain
 from helpers import l02_global_denominator as D
-from helpers.shared.data import TokenBatch, tensors_to_json, token_batch, uneven_window
+from helpers.shared.data import TokenBatch, token_batch, uneven_window
 from helpers.shared.state import State, state_of, to_float64
 
-# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
-# expected value. The course check fails a source grading that ships anything else of this module.
-KERNEL_SIDE = frozenset({
-    "padded_loss_and_gradient",
-    "train_in_subgroup_on_rank",
-})
-
-Window = Sequence[D.MicroBatches]  # window[rank][k]
-# Ship this module's kernel-side drivers by value: the notebook's kernel never imports the
-# autograder package. The drivers use only torch and helpers.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .drivers import Window, train_in_subgroup_on_rank
 
 
 # --------------------------------------------------------------------------- references
@@ -142,7 +125,7 @@ def padded_window(world_size: int, micro_batches: int, seed: int, *, rows: int =
     return window
 
 
-def _factors(counts: Sequence[int]) -> list[float | None]:
+def factors(counts: Sequence[int]) -> list[float | None]:
     """Per rank ``T / (N n_r)``; ``None`` for a rank without tokens (its factor is undefined)."""
     total, world_size = sum(counts), len(counts)
     return [total / (world_size * n) if n else None for n in counts]
@@ -157,44 +140,7 @@ def mean_of_means_factors(counts: Sequence[int]) -> list[float]:
     """
     if not counts or any(n <= 0 for n in counts):
         raise ValueError(f"need at least one rank and positive counts, got {list(counts)}")
-    return _factors(counts)
-
-
-# --------------------------------------------------------------------------- hidden-test drivers (run in the kernel)
-
-
-def padded_loss_and_gradient(loss_fn: Callable[..., Any], losses: torch.Tensor, valid: torch.Tensor,
-                             padding: float, mask: torch.Tensor, global_count: int,
-                             world_size: int) -> dict[str, Any]:
-    """``loss_fn`` of token losses whose positions outside ``valid`` hold ``padding``, backpropagated.
-
-    The token losses are ``torch.where(valid, leaf, padding)`` for a leaf copy of ``losses``;
-    ``loss_fn(token_losses, mask, global_count, world_size)`` is reported by
-    :func:`helpers.l02_global_denominator.backward_report` with respect to that leaf (plain data). No
-    expected value is involved: the checks compare in the grader.
-    """
-    leaf = losses.detach().clone().requires_grad_()
-    token_losses = torch.where(valid, leaf, torch.full_like(leaf, padding))
-    return D.backward_report(loss_fn(token_losses, mask, global_count, world_size), leaf)
-
-
-def train_in_subgroup_on_rank(train_fn: Callable[..., Any], model_seed: int, windows: Sequence[Window], lr: float,
-                              momentum: float, ranks: Sequence[int]) -> dict[str, Any] | None:
-    """:func:`helpers.l02_global_denominator.train_on_rank` on the members of ``new_group(ranks)`` only.
-
-    Each member wraps its TinyLM in ``DistributedDataParallel`` on the group and calls
-    ``train_fn(ddp_model, optimizer, window[group rank], group=group)`` per window; outsiders
-    return ``None`` (:func:`autograder.lessons.l01.in_subgroup`).
-    """
-    def member(group: dist.ProcessGroup) -> dict[str, Any]:
-        model = D.tiny_lm(model_seed)
-        ddp = DistributedDataParallel(model, process_group=group)
-        opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=momentum)
-        me = dist.get_rank(group)
-        returned = [train_fn(ddp, opt, window[me], group=group) for window in windows]
-        return {"state": state_of(model), "returned": returned}
-
-    return in_subgroup(ranks, member)
+    return factors(counts)
 
 
 # --------------------------------------------------------------------------- hidden checks
@@ -247,42 +193,3 @@ def check_factors(fn: Callable[[list[int]], Any], cases: Sequence[Sequence[int]]
     """``fn(counts)`` returns plain numbers equal to :func:`mean_of_means_factors` on every case."""
     D.assert_factors(lambda counts: plain(fn(counts), f"mean_of_means_factors({counts})"),
                      [(counts, mean_of_means_factors(counts)) for counts in cases])
-
-
-# --------------------------------------------------------------------------- stored results
-
-# The visible tests of source/02_global_denominator (cells test_global_token_loss and
-# test_train_window) run these cases; change them together.
-VISIBLE_LOSS_SEED, VISIBLE_LOSS_WINDOW = 11, {"world_size": 2, "micro_batches": 2, "seed": 3}
-VISIBLE_TRAIN_SEED, VISIBLE_TRAIN_WINDOWS = 5, [
-    {"world_size": 2, "micro_batches": 2, "empty_ranks": (1,), "seed": 1},
-    {"world_size": 2, "micro_batches": 2, "seed": 2},
-]
-VISIBLE_TRAIN_LR = 0.2
-# Counts the chapter shows: its window of section 2.1 (and without the empty rank), and
-# rank 0 holding rho times the 8 tokens of ranks 1 and 2 (optional section 2.B).
-CHAPTER_COUNTS = [[13, 12, 0], [13, 12]] + [[8 * rho, 8, 8] for rho in (1, 2, 4, 8, 16, 32)]
-
-
-def visible_references() -> dict[str, Any]:
-    """The float64 tensors the visible tests compare with (see ``helpers.l02_global_denominator.stored_reference``)."""
-    window = uneven_window(**VISIBLE_LOSS_WINDOW)
-    model = D.tiny_lm(VISIBLE_LOSS_SEED)
-    windows = [uneven_window(**w) for w in VISIBLE_TRAIN_WINDOWS]
-    return {
-        "loss_gradients": tensors_to_json(global_mean_gradients(model, window)),
-        "loss_mean_of_means": tensors_to_json(mean_of_means_gradients(model, window)),
-        "train_state": tensors_to_json(sgd_reference(D.tiny_lm(VISIBLE_TRAIN_SEED), windows,
-                                                     lr=VISIBLE_TRAIN_LR, momentum=0.0)),
-    }
-
-
-def token_factors() -> dict[str, list[float | None]]:
-    """Factors ``T / (N n_r)`` keyed ``"n_0,n_1,..."``: the explorer's grid and the chapter's counts."""
-    grid = [list(c) for c in itertools.product(D.EXPLORER_COUNTS, repeat=D.EXPLORER_RANKS)]
-    return {",".join(map(str, counts)): [None if f is None else float(f"{f:.9g}") for f in _factors(counts)]
-            for counts in grid + CHAPTER_COUNTS}
-
-
-STORED_ROUNDING = {D.STORED_REFERENCES: FLOAT32_RESULTS}  # float32 values: their last digits differ between CPUs
-STORED = {D.STORED_REFERENCES: visible_references, D.STORED_FACTORS: token_factors}
