@@ -12,7 +12,7 @@ student copy of the course does not contain this package.
   ``check_*`` verdicts; they stay in the grader.
 - :mod:`.stored`: producers of the chapter's stored results (``STORED``).
 """
-from .drivers import reference_forward
+from .verdicts import reference_forward
 from .stored import STORED, chapter_results, explorer_results, exposed_gaps, live_memory_curve, synthetic_units
 from .verdicts import (EXPOSED_TIE_S, best_prefetch_depth, blocked_waiting_s, channel_free_schedule, check_blocked,
                        check_plan_claims, check_plan_depth, check_plan_measured, check_prefetching_forward,

@@ -9,7 +9,7 @@ import torch
 from helpers import l08_prefetching as prefetch
 from helpers.runtime.cluster import run
 
-from .drivers import reference_forward
+from .verdicts import reference_forward
 from .verdicts import (Schedule, best_prefetch_depth, blocked_waiting_s, channel_free_schedule, exposed_communication,
                        max_prefetch_depth, peak_live_bytes, prefetch_schedule, transfer_starts)
 

@@ -1,7 +1,7 @@
 """Lesson 08, prefetching: references and hidden checks, never sent to the kernel.
 
 FULL_SHARD forward over units ``0..U-1`` with prefetch depth ``d``, in the program order of
-:func:`.drivers.reference_forward` (before unit ``k`` computes, the all-gathers of units ``k..k+d`` are
+:func:`reference_forward` (before unit ``k`` computes, the all-gathers of units ``k..k+d`` are
 issued; after it computes, unit ``k`` is freed):
 
 * the all-gather of unit ``v`` is **issued** (its landing buffer allocated and the collective
@@ -24,8 +24,10 @@ pass a student's values through :mod:`autograder.plain` first.
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any, Callable, Sequence
 
+import cloudpickle
 import torch
 
 from autograder.plain import number, plain
@@ -33,9 +35,35 @@ from helpers import l08_prefetching as prefetch
 from helpers.runtime.cluster import run
 from helpers.shared.checks import rounded
 
-from .drivers import planned_forward_on_rank
+from .drivers import plan_on_rank
+
+# Ship this module by value too: the measured forward (:func:`measured_forward_on_rank`) runs on the
+# grader's own ranks, which run no notebook code and never import the autograder package.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 Schedule = list[tuple[float, float, float, float]]  # (issue, landed, compute start, compute end) per unit
+
+
+def reference_forward(units: Sequence[Any], x: torch.Tensor, depth: int) -> torch.Tensor:
+    """Prefetching forward: keep units ``k..k+depth`` issued, wait, compute, free (the exercise's contract)."""
+    handles: dict[int, Any] = {}
+    for k, unit in enumerate(units):
+        for v in range(k, min(k + depth, len(units) - 1) + 1):
+            if v not in handles:
+                handles[v] = units[v].issue_gather()
+        handles.pop(k).wait()
+        x = unit.module(x)
+        unit.free()
+    return x
+
+
+def measured_forward_on_rank(widths: Sequence[int], x: torch.Tensor, depth: int, gather_s: Sequence[float],
+                             compute_s: Sequence[float]) -> dict[str, Any]:
+    """On one of the grader's gloo ranks: :func:`reference_forward` at ``depth``, measured by
+    :func:`helpers.l08_prefetching.forward_on_rank` under ``SlowNetwork`` with a modelled clock. Returns the
+    measured peak (bytes, shards included) and the clock's trace (seconds)."""
+    record = prefetch.forward_on_rank(reference_forward, widths, x, depth, True, (gather_s, compute_s))
+    return {"peak_bytes": record["shard_bytes"] + record["peak_bytes"], "trace": record["trace"]}
 
 
 # --------------------------------------------------------------------------- references
@@ -300,7 +328,8 @@ def check_plan_measured(fn: Callable[..., Plan | None],
                          cases: Sequence[tuple[Sequence[int], int, Sequence[float], Sequence[float], float]]) -> None:
     """The plan holds on gloo. For each case the planner runs on ``world_size`` ranks, which then run the forward
     at its depth over ``unit_stack(widths)`` under ``SlowNetwork`` with a storage meter and a modelled clock
-    (``gather_s``, ``compute_s``; :func:`planned_forward_on_rank`): the measured peak (shards included) fits the
+    (``gather_s``, ``compute_s``; :func:`plan_on_rank`, then :func:`measured_forward_on_rank` on the grader's
+    own ranks): the measured peak (shards included) fits the
     budget and equals the plan's ``peak_bytes``; the time blocked in ``wait()`` equals its ``exposed_s`` and the
     lowest exposed communication of the depths that fit. The planner is given
     :func:`helpers.l08_prefetching.unit_sizes` and no activations (the forward runs under ``no_grad``)."""
@@ -314,13 +343,16 @@ def check_plan_measured(fn: Callable[..., Plan | None],
                 raise AssertionError(f"{call} returned {got!r}; expected {'None' if exp is None else 'a plan'}.")
             continue
         x = torch.randn(3, widths[0], generator=torch.Generator().manual_seed(world_size))
-        ranks = plain(run(planned_forward_on_rank, fn, widths, x, list(gather_s), list(compute_s), budget,
-                          world_size=world_size, timeout=60), "the ranks' measurements")
+        plans = plain(run(plan_on_rank, fn, widths, list(gather_s), list(compute_s), budget,
+                          world_size=world_size, timeout=60), "the ranks' plans")
+        for rank, plan in enumerate(plans):
+            if plan != got:
+                raise AssertionError(f"{call} returned {plan!r:.200} on rank {rank} but {got!r} when called "
+                                     f"alone: a plan depends only on its arguments.")
+        ranks = plain(run(measured_forward_on_rank, widths, x, got["depth"], list(gather_s), list(compute_s),
+                          world_size=world_size, timeout=60), "the measured forward")
         for rank, r in enumerate(ranks):
             where = f"{call}: on {world_size} gloo ranks, rank {rank}'s forward at depth {got['depth']}"
-            if r["plan"] != got:
-                raise AssertionError(f"{call} returned {r['plan']!r:.200} on rank {rank} but {got!r} when called "
-                                     f"alone: a plan depends only on its arguments.")
             peak, blocked = number(r["peak_bytes"]), blocked_waiting_s(r["trace"])
             if peak > budget:
                 raise AssertionError(f"{where} allocated {peak:g} bytes at once (shards included, measured from the "
