@@ -7,7 +7,7 @@ different correct solution of a design exercise) earns full marks; grading the s
 twice gives identical per-cell scores; and everything fits in a wall-time budget.
 
 Grading the source also records what of the ``autograder`` package it sent into the kernel:
-only what each lesson module declares in ``KERNEL_SIDE`` (drivers, stand-ins, hidden models),
+only what each lesson's ``drivers`` module declares in ``KERNEL_SIDE`` (drivers, stand-ins, hidden models),
 never a reference or an expected value.
 
 A mutant's grading is a short one: it runs the test cells from the replaced solution cell on,

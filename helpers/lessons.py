@@ -39,7 +39,7 @@ class Lesson:
 
     @property
     def grader(self) -> str:
-        """The instructor-side module: hidden-test drivers, references, verdicts, stored-data producers."""
+        """The instructor-side package: ``drivers`` (kernel side), ``verdicts`` (references, checks), ``stored``."""
         return f"autograder.lessons.l{self.nn}"
 
     @property
