@@ -426,7 +426,7 @@ def test_capture_driver_ships_without_the_reference() -> None:
 
     import cloudpickle
 
-    blob = cloudpickle.dumps(R._capture_steps)
+    blob = cloudpickle.dumps(R.capture_steps)
     assert b"update_state" not in blob and b"autograder.plain" not in blob
     driver = pickle.loads(blob)
     assert driver(lambda *a: 1, E.make_problem(steps=2), torch.float32) == [1, 1]
@@ -437,7 +437,7 @@ def test_capture_driver_ships_without_the_reference() -> None:
 def test_compare_check_names_nan_and_inexact_step_counters() -> None:
     def greater(r, c, t):
         return sorted(k for k in r if k not in c or r[k].shape != c[k].shape or (
-            not torch.equal(r[k], c[k].to(r[k].dtype)) if R._exact(k, r[k])
+            not torch.equal(r[k], c[k].to(r[k].dtype)) if R.exact(k, r[k])
             else bool((c[k].double() - r[k].double()).norm() > t[k] * r[k].double().norm() + 1e-12)))
 
     with pytest.raises(AssertionError, match="NaN or inf"):
