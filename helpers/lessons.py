@@ -73,9 +73,10 @@ LESSONS: tuple[Lesson, ...] = (
 
 
 def lesson(key: int | str) -> Lesson:
-    """The lesson with number ``key`` (``3``, ``"03"``) or stem/slug (``"03_gradient_buckets"``)."""
+    """The lesson with number ``key`` (``3``, ``"3"``, ``"03"``), stem (``"03_gradient_buckets"``) or slug."""
+    if isinstance(key, str) and key.isdigit():
+        key = int(key)
     for item in LESSONS:
-        if key in (item.number, item.nn, item.stem, item.slug) or (isinstance(key, str) and key.isdigit()
-                                                                      and int(key) == item.number):
+        if key in (item.number, item.stem, item.slug):
             return item
     raise KeyError(f"no lesson {key!r}; the lessons are {', '.join(item.stem for item in LESSONS)}")
