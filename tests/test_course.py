@@ -13,6 +13,7 @@ from autograder.mutation import design_files, mutant_files, parse_design, parse_
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments()
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+CHECK_TAG = "nbval-check-output"  # nbval compares such a chapter cell's output with the stored one (book/nbval_book.py)
 
 
 def _nbgrader(cell) -> dict:
@@ -96,9 +97,14 @@ def test_every_assignment_has_a_chapter_without_its_solutions(assignment: str) -
     chapter = ROOT / "notebooks" / f"{assignment}.ipynb"
     assert chapter.exists(), f"no chapter for {assignment}"
     chapter_nb = nbformat.read(chapter, as_version=4)
-    for cell in chapter_nb.cells:
-        if cell.cell_type == "code":
-            assert not cell.outputs, f"{chapter.name} must be stored without outputs"
+    for number, cell in enumerate(c for c in chapter_nb.cells if c.cell_type == "code"):
+        if CHECK_TAG in cell.metadata.get("tags", []):  # nbval compares it only with an output and a run number
+            assert cell.outputs and cell.execution_count == number + 1, (
+                f"{chapter.name}, code cell {number}: tagged {CHECK_TAG} but stored without its expected output "
+                "(write it with: python -m pytest -p book.nbval_book --nbval-lax --book-accept CHAPTER)")
+        else:
+            assert not cell.outputs and cell.execution_count is None, (
+                f"{chapter.name}, code cell {number}: stored with an output; only cells tagged {CHECK_TAG} keep one")
     chapter_code = "\n".join(c.source for c in chapter_nb.cells if c.cell_type == "code")
     source = nbformat.read(source_notebook(assignment), as_version=4)
     for cell in source.cells:
