@@ -3,43 +3,35 @@
     python book/build.py                      # -> _build/book/index.html
     python book/build.py --out DIR --fresh    # another output directory; re-run every chapter
 
-The chapters are stored without outputs. The build first runs each chapter in the chapters
-directory (as JupyterLab does), ``--jobs`` at once, in kernels forked from the graders' warm
-template (:mod:`autograder.warm_kernels`) whose ranks share its forkserver, and writes the
-executed copy into a staged source directory beside the output (``<out>_src``: the home page
-``book/index.md`` and ``notebooks/NN_*.ipynb``). Sphinx (MyST-NB, sphinx-book-theme,
-configured in ``book/conf.py``) then renders the staged copies and keeps its environment in
-``<out>_doctrees``. A later build re-runs only the chapters changed since their staged copy,
-or every chapter after a change in ``helpers/`` (all of them with ``--fresh``). A cell that
-raises or exceeds the per-cell timeout fails the build (exit status 1) with the notebook's
-path, the cell's number and source and its traceback; so does any Sphinx warning.
+The chapters are stored without outputs (but for the few cells whose printed figures nbval
+compares). Their outputs come from nbval's run of them (``book/nbval_book.py``, the pytest
+plugin that keeps each chapter that passed in the book's execution cache, jupyter-cache):
+``make test`` runs the chapters so, and this build reuses that run. It first asks the cache
+for every chapter; the ones it lacks (their code, or ``helpers/`` or ``requirements-lock.txt``,
+changed since: see :func:`nbval_book.cache_dir`) run under nbval, ``--jobs`` at once, and a
+cell that raises, times out or prints other than the chapter's committed output fails the
+build (exit status 1) with nbval's report, which names the notebook and the cell and shows its
+source and traceback. Sphinx (MyST-NB in its ``cache`` execution mode, sphinx-book-theme,
+configured in ``book/conf.py``) then renders the chapters with the cached outputs from a staged
+source directory beside the output (``<out>_src``: links to the home page ``book/index.md`` and
+to ``notebooks/NN_*.ipynb``), keeping its environment in ``<out>_doctrees``; any Sphinx warning
+fails the build too. A chapter whose text alone changed needs no new run.
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
-import nbformat
-from jupyter_client.manager import AsyncKernelManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-from traitlets.config import Config
-
 BOOK = Path(__file__).resolve().parent
+sys.path.insert(0, str(BOOK))  # nbval_book, also when this file is run with runpy
+from nbval_book import CELL_TIMEOUT_S, DEFAULT_CACHE, cache_dir, inputs_key, run_nbval  # noqa: E402
+
 ROOT = BOOK.parent
 DEFAULT_OUT = ROOT / "_build" / "book"
-# Starting the warm template and the forkserver costs about 5 s and saves about 1.5 s per kernel.
-WARM_FROM_CHAPTERS = 4
-CELL_TIMEOUT_S = 300  # per cell; a whole chapter runs in 6-15 s on the idle 2-core machine
-# The chapters are course content, not student code: no sandbox (they may read helpers/stored).
-TRUSTED = Config({"WarmKernelManager": {"sandbox": "off"}})
-ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colours in IPython tracebacks
 
 
 def _link(link: Path, target: Path) -> None:
@@ -57,120 +49,70 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def stage(src: Path, chapters: list[Path]) -> Path:
-    """The source Sphinx reads: a link to the home page and a directory for the executed chapters; that directory."""
+def stage(src: Path, chapters: list[Path]) -> None:
+    """The source Sphinx reads: links to the home page and, in ``notebooks/``, to the chapters."""
     src.mkdir(parents=True, exist_ok=True)
     _link(src / "index.md", BOOK / "index.md")
     staged = src / "notebooks"
-    if staged.is_symlink():  # the layout of earlier builds linked the chapters themselves
+    if staged.is_symlink():  # the layout of earlier builds linked the chapters' directory
         staged.unlink()
     staged.mkdir(exist_ok=True)
     names = {path.name for path in chapters}
     for old in staged.iterdir():
         if old.name not in names:  # a chapter renamed or removed since the last build
             _remove(old)
-    return staged
+    for path in chapters:
+        _link(staged / path.name, path.resolve())
 
 
-def chapters_to_run(chapters: list[Path], staged: Path, fresh: bool) -> list[Path]:
-    """The chapters without an executed copy in ``staged`` newer than both the chapter and ``helpers/``.
+def not_cached(chapters: list[Path], folder: Path) -> list[Path]:
+    """The chapters whose code the jupyter-cache ``folder`` holds no passing run of."""
+    import nbformat
+    from jupyter_cache import get_cache
 
-    All of them when ``fresh``. A change to any helper module re-runs every chapter, since
-    the chapters' outputs and figures come from the helpers.
-    """
-    helpers = max(path.stat().st_mtime for path in (ROOT / "helpers").rglob("*.py"))
+    if not (folder / "global.db").is_file():
+        return list(chapters)
+    cache = get_cache(folder)
 
-    def stale(path: Path) -> bool:
-        copy = staged / path.name
-        return fresh or not copy.exists() or copy.stat().st_mtime < max(path.stat().st_mtime, helpers)
-    return [path for path in chapters if stale(path)]
-
-
-def run_chapters(chapters: list[Path], staged: Path, cell_timeout: int, jobs: int) -> list[str]:
-    """Execute ``chapters`` into ``staged``, ``jobs`` at once; the report of each one that failed.
-
-    In the course repository, from ``WARM_FROM_CHAPTERS`` chapters on, the kernels are forked
-    from a warm template and their ranks from its forkserver, as a grader's are
-    (:mod:`autograder.warm_kernels`; without the graders' sandbox: the chapters are trusted),
-    and every process they leave is ended. A student's copy has no ``autograder``: there, jupyter's own
-    kernels run one chapter at a time (pyzmq's asyncio client can miss a reply when two
-    kernels are busy at once, which :class:`autograder.warm_kernels.WakefulChannel` works around).
-    """
-    if not chapters:
-        return []
-    try:
-        from autograder.processes import Descendants
-        from autograder.warm_kernels import WarmKernelManager, start_template
-    except ImportError:
-        print("autograder/ not found (a student's copy): jupyter's own kernels, one chapter at a time", flush=True)
-        return _failures(asyncio.run(_run_all(chapters, staged, cell_timeout, 1, AsyncKernelManager)))
-    if len(chapters) < WARM_FROM_CHAPTERS:  # not a subreaper: WarmKernelManager starts kernels the usual way
-        return _failures(asyncio.run(_run_all(chapters, staged, cell_timeout, jobs, WarmKernelManager)))
-    processes = Descendants()  # also makes this process the subreaper forked kernels need
-    start_template("off")  # with the forkserver the kernels' ranks are forked from
-    try:
-        return _failures(asyncio.run(_run_all(chapters, staged, cell_timeout, jobs, WarmKernelManager)))
-    finally:
-        processes.end()
-
-
-def _failures(reports: list[str | None]) -> list[str]:
-    return [report for report in reports if report]
-
-
-async def _run_all(chapters: list[Path], staged: Path, cell_timeout: int, jobs: int,
-                   manager: type[AsyncKernelManager]) -> list[str | None]:
-    running = asyncio.Semaphore(jobs)
-
-    async def run(path: Path) -> str | None:
-        async with running:
-            return await _run_chapter(path, staged, cell_timeout, manager)
-    return await asyncio.gather(*(run(path) for path in chapters))
-
-
-class ChapterClient(NotebookClient):
-    """nbclient's notebook client, remembering which cell runs (for the report of a failure)."""
-
-    cell = 0  # index of the cell running now
-
-    async def async_execute_cell(self, cell, cell_index, *args, **kwargs):  # noqa: ANN001
-        self.cell = cell_index
-        return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
-
-
-async def _run_chapter(path: Path, staged: Path, cell_timeout: int, manager: type[AsyncKernelManager]) -> str | None:
-    """Execute one chapter into ``staged``; None, or the report of the cell that failed."""
-    nb = nbformat.read(path, as_version=4)
-    client = ChapterClient(nb, timeout=cell_timeout, kernel_manager_class=manager, config=TRUSTED,
-                           resources={"metadata": {"path": str(path.parent)}})
-    start = time.monotonic()
-    try:
-        await client.async_execute()
-    except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
-        return f"\nchapter failed: {path} (cell {client.cell + 1} of {len(nb.cells)})\n{ANSI.sub('', str(exc))}"
-    nbformat.write(nb, staged / path.name)
-    print(f"{path.name}: executed in {time.monotonic() - start:.1f} s", flush=True)
-    return None
+    def cached(path: Path) -> bool:
+        try:
+            cache.match_cache_notebook(nbformat.read(path, as_version=4))
+        except KeyError:
+            return False
+        return True
+    return [path for path in chapters if not cached(path)]
 
 
 def build(out: Path = DEFAULT_OUT, chapters: Path = ROOT / "notebooks", fresh: bool = False,
-          cell_timeout: int = CELL_TIMEOUT_S, jobs: int = 2) -> int:
-    """Build the site into ``out``; returns 0 when every chapter ran and Sphinx gave no warning.
+          cell_timeout: int = CELL_TIMEOUT_S, jobs: int = 2, cache_root: Path = DEFAULT_CACHE) -> int:
+    """Build the site into ``out``; returns 0 when every chapter passed nbval and Sphinx gave no warning.
 
-    ``cell_timeout`` is in seconds; ``jobs`` chapters run at once.
+    ``cell_timeout`` is in seconds; ``jobs`` chapters run at once; ``cache_root`` holds the
+    execution cache (one jupyter-cache folder per state of ``helpers/``).
     """
+    out, cache_root = out.resolve(), cache_root.resolve()
+    src, doctrees = out.with_name(out.name + "_src"), out.with_name(out.name + "_doctrees")
+    paths = sorted(chapters.resolve().glob("[0-9][0-9]_*.ipynb"))
+    stage(src, paths)
+    key = inputs_key()
+    folder = cache_dir(cache_root, key)
+    missing = list(paths) if fresh else not_cached(paths, folder)
+    print(f"execution cache {folder}: {len(paths) - len(missing)} of {len(paths)} chapter(s) found", flush=True)
+    if missing:
+        print(f"not in the execution cache, so run under nbval: {' '.join(p.name for p in missing)}", flush=True)
+    if missing and run_nbval(missing, cache_root, cell_timeout, jobs) != 0:
+        print("\nbook not built: a chapter failed under nbval (its report is above)", file=sys.stderr)
+        return 1
+    lost = not_cached(paths, folder)
+    if lost or inputs_key() != key:  # helpers/ changed while the chapters ran: their outputs are of neither state
+        print(f"book not built: helpers/ changed during the build ({', '.join(p.name for p in lost)} not kept); "
+              "build again", file=sys.stderr)
+        return 1
     from sphinx.application import Sphinx
 
-    out = out.resolve()
-    src, doctrees = out.with_name(out.name + "_src"), out.with_name(out.name + "_doctrees")
-    paths = sorted(chapters.glob("[0-9][0-9]_*.ipynb"))
-    staged = stage(src, paths)
-    failures = run_chapters(chapters_to_run(paths, staged, fresh), staged, cell_timeout, jobs)
-    for report in failures:
-        print(report, file=sys.stderr)
-    if failures:
-        return 1
-    app = Sphinx(src, BOOK, out, doctrees, "html", freshenv=fresh, warningiserror=True, keep_going=True)
+    overrides = {"nb_execution_cache_path": str(folder)}  # the folder the chapters' runs were kept in
+    app = Sphinx(src, BOOK, out, doctrees, "html", confoverrides=overrides, freshenv=fresh,
+                 warningiserror=True, keep_going=True)
     app.build()
     return app.statuscode
 
@@ -180,14 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default _build/book)")
     parser.add_argument("--chapters", type=Path, default=ROOT / "notebooks",
                         help="directory holding the chapters NN_*.ipynb (default notebooks/)")
-    parser.add_argument("--fresh", action="store_true", help="ignore the saved environment: run every chapter")
+    parser.add_argument("--fresh", action="store_true",
+                        help="ignore the execution cache and the saved environment: run every chapter")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                        help=f"the execution cache's directory (default {DEFAULT_CACHE.relative_to(ROOT)})")
     parser.add_argument("--cell-timeout", type=int, metavar="SECONDS", default=CELL_TIMEOUT_S,
                         help=f"seconds a cell may run (default {CELL_TIMEOUT_S})")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="chapters run at once (default: 2, or 1 on a one-core machine)")
     args = parser.parse_args(argv)
     start = time.monotonic()
-    status = build(args.out, args.chapters, args.fresh, args.cell_timeout, args.jobs)
+    status = build(args.out, args.chapters, args.fresh, args.cell_timeout, args.jobs, args.cache)
     verdict = "built" if status == 0 else "FAILED"
     print(f"book {verdict} in {time.monotonic() - start:.1f} s: {args.out.resolve() / 'index.html'}")
     return status

@@ -1,7 +1,8 @@
 """Sphinx configuration of the course book (build it with ``python book/build.py``).
 
-The chapters are stored without outputs; ``book/build.py`` executes each one in its own
-directory (as JupyterLab does) and stages the executed copy that MyST-NB renders here.
+The chapters are stored without outputs (but for the cells whose output nbval compares). Their
+outputs come from MyST-NB's execution cache (jupyter-cache), which nbval's run of the chapters
+fills (``book/nbval_book.py``; ``book/build.py`` runs the chapters the cache lacks first).
 """
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import sys
 from pathlib import Path
 
 BOOK = Path(__file__).resolve().parent
-sys.path.insert(0, str(BOOK))  # lessons.py: the course's own Sphinx extension
+sys.path.insert(0, str(BOOK))  # lessons.py: the course's own Sphinx extension; nbval_book.py
 sys.path.insert(1, str(BOOK.parent))  # helpers.lessons, the registry lessons.py reads
+from nbval_book import cache_dir  # noqa: E402
 
 project = "Replicate computation and shard training state"
 author = ""  # no "By ..." and no copyright line in the footer
@@ -19,11 +21,16 @@ html_show_copyright = False
 
 extensions = ["myst_nb", "lessons"]
 root_doc = "index"
-# The staged source (book/build.py) holds the home page and the executed chapters in notebooks/.
+# The staged source (book/build.py) links the home page and the chapters (in notebooks/).
 include_patterns = ["index.md", "notebooks/[0-9][0-9]_*.ipynb"]
 exclude_patterns = ["**/.ipynb_checkpoints"]
 
-nb_execution_mode = "off"  # book/build.py ran every chapter before Sphinx reads it
+# Outputs from the jupyter-cache folder of the current helpers/ (book/build.py passes the one it
+# filled). A chapter found there is not run again; one that is not would be run by MyST-NB itself,
+# which book/build.py never lets happen: it runs such chapters under nbval first.
+nb_execution_mode = "cache"
+nb_execution_cache_path = str(cache_dir())
+nb_execution_raise_on_error = True
 nb_merge_streams = True
 
 # --- content ------------------------------------------------------------------------------
