@@ -12,10 +12,14 @@
    waits on browsers, kernels and time limits much of the time, and the check's gradings fill
    the cores meanwhile. The check's report goes to ``_build/course-check.log`` and is printed
    when both have ended;
-3. the tests marked ``alone``, with nothing beside them: the book build, which runs every
-   chapter (their gloo groups slow down many times beside the check). Not the load test
-   (marked ``load``, ``pytest -m load``): the course check in 2 grades every source twice
-   under more load than its spinning processes and requires full marks and equal scores.
+3. with nothing beside them (the chapters' gloo groups slow down many times beside the check):
+   the chapters under nbval (``--nbval-lax``: a cell that raises fails, and so does a cell
+   tagged ``nbval-check-output`` that prints other than the output committed with it), two at
+   a time in warm kernels, keeping each chapter that passed in the book's execution cache
+   (``book/nbval_book.py``); then the tests marked ``alone``: the book, built from that cache
+   without running a chapter again, in the browser. Not the load test (marked ``load``,
+   ``pytest -m load``): the course check in 2 grades every source twice under more load than
+   its spinning processes and requires full marks and equal scores.
 
 Exit status 0 only when every part passed; pytest's exit code 5 (no tests collected) is a
 failure. A ^C reaches every part (they share the terminal's process group); this script
@@ -34,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from autograder.check import BUDGET_S, JOBS  # noqa: E402
 from autograder.store import OTHER_CPU  # noqa: E402  (stored results must hold as another CPU rounds, too)
+sys.path.insert(0, str(ROOT / "book"))
+import nbval_book  # noqa: E402  (the chapters under nbval, kept for the book)
 CHECK_LOG = ROOT / "_build" / "course-check.log"
 NO_TESTS_COLLECTED = 5
 
@@ -97,6 +103,16 @@ def pytest_beside_check(jobs: int, budget: float) -> tuple[int, int]:
     return tests, checked
 
 
+def chapters_under_nbval() -> int:
+    """The chapters under nbval, kept in the book's execution cache (what ``book/build.py`` would run); exit status."""
+    start = time.monotonic()
+    code = run(nbval_book.command([ROOT / "notebooks"]))
+    print(f"the chapters under nbval took {time.monotonic() - start:.0f} s", flush=True)
+    if code == NO_TESTS_COLLECTED:
+        print("nbval collected no cells: failing", flush=True)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the three parts; 0 when all passed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -111,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "ruff check": ([sys.executable, "-m", "ruff", "check", "."], {}),
     })
     codes["pytest"], codes["course check"] = pytest_beside_check(args.check_jobs, args.check_budget)
+    codes["chapters under nbval"] = chapters_under_nbval()
     codes["pytest -m alone"] = pytest("-m", "alone and not load")
     failed = [name for name, code in codes.items() if code != 0]
     print(f"FAILED: {', '.join(failed)}" if failed else "all parts passed", flush=True)

@@ -37,12 +37,13 @@ def test_all_parts_pass(commands: Commands, capsys) -> None:
     assert suite.main([]) == 0
     assert commands.ran[:4] == ["autograder release --check", "autograder store --check",
                                 "autograder store --check as on another CPU", "ruff check ."]
-    assert commands.ran[4].endswith("-m not alone") and commands.ran[5].endswith("-m alone and not load")
+    assert commands.ran[4].endswith("-m not alone") and commands.ran[6].endswith("-m alone and not load")
+    assert "--nbval-lax" in commands.ran[5] and commands.ran[5].endswith("/notebooks")  # the chapters, before the book
     assert "all parts passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("part", ["release --check", "store --check", "as on another CPU", "ruff check .",
-                                  "-m not alone", "course check", "-m alone and not load"])
+                                  "-m not alone", "course check", "/notebooks", "-m alone and not load"])
 def test_a_failing_part_fails_the_suite(commands: Commands, part: str) -> None:
     commands.exits[part] = 1
     assert suite.main([]) == 1
