@@ -1,11 +1,18 @@
 """The student's own code under torchrun (``python -m helpers.launch``): equal with the source's
-solutions, not equal with a mutant, and failures reported per rank with no process left behind."""
+solutions, not equal with a mutant, and failures reported per rank with no process left behind.
+
+The tests that start torchrun run their commands :data:`PARALLEL` at a time (the :func:`pool` fixture):
+a launch is mostly torchrun's agent and workers importing torch and waiting on each other, while the
+test only waits for it. Each test still checks its own launch, and what it left running is listed the
+moment its command returned."""
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Callable
 
 import nbformat
 import psutil
@@ -28,6 +35,10 @@ LESSONS = {
     "10_worker_failure": "resume_never_loads",
 }
 RUN_S = 300  # a hang guard for one launch, not a speed limit
+# Launches at once: this file took 139 s with its 23 launches one after another, 106 s two at a time
+# (2 cores, 2026-12-07; a launch keeps about 1.5 cores busy, so more at once would not help).
+PARALLEL = 2
+RUNS: dict[str, Callable[..., Any]] = {}  # test function name -> the commands it checks (see launches)
 
 
 def launch(notebook: Path, workdir: Path, *options: str) -> subprocess.CompletedProcess:
@@ -52,22 +63,70 @@ def left_running(workdir: Path) -> list[int]:
     return found
 
 
+def launches(run: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a test whose commands are ``run(workdir, **its parameters)``: the :func:`pool` starts them, and the
+    test's ``launched`` is what ``run`` returned, ``workdir``, and the processes left running when it returned."""
+    def mark(test: Callable[..., Any]) -> Callable[..., Any]:
+        RUNS[test.__name__] = run
+        return test
+    return mark
+
+
+@pytest.fixture(scope="module")
+def pool(request, tmp_path_factory):
+    """The commands of every selected test marked with :func:`launches`, started :data:`PARALLEL` at a time in
+    the order the tests run: {test node id: future of (what its run returned, workdir, left running)}."""
+    def job(run: Callable[..., Any], params: dict[str, Any], workdir: Path) -> tuple[Any, Path, list[int]]:
+        result = run(workdir, **params)
+        return result, workdir, left_running(workdir)
+
+    items = [item for item in request.session.items
+             if getattr(item, "module", None) is request.module and item.originalname in RUNS]
+    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="launch") as executor:
+        # Workdir names differ in their first characters: none is a prefix of another (left_running).
+        futures = {item.nodeid: executor.submit(job, RUNS[item.originalname],
+                                                dict(getattr(item, "callspec", None) and item.callspec.params or {}),
+                                                tmp_path_factory.mktemp(f"{k:02d}_launch", numbered=False))
+                   for k, item in enumerate(items)}
+        try:
+            yield futures
+        finally:
+            for future in futures.values():
+                future.cancel()  # those not started yet (the session ended early); the running ones are waited for
+
+
+@pytest.fixture
+def launched(pool, request) -> tuple[Any, Path, list[int]]:
+    """This test's launch from the :func:`pool`, once it has ended."""
+    return pool[request.node.nodeid].result()
+
+
+def source_run(workdir: Path, assignment: str) -> subprocess.CompletedProcess:
+    return launch(source_notebook(assignment), workdir)
+
+
+@launches(source_run)
 @pytest.mark.parametrize("assignment", LESSONS)
-def test_source_solutions_equal_the_reference(assignment, tmp_path):
-    proc = launch(source_notebook(assignment), tmp_path)
+def test_source_solutions_equal_the_reference(assignment, launched):
+    proc, _, left = launched
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "EQUAL to" in proc.stdout and "NOT" not in proc.stdout
     assert "bytes sent under ring algorithms" in proc.stdout
-    assert left_running(tmp_path) == []
+    assert left == []
 
 
-@pytest.mark.parametrize("assignment", LESSONS)
-def test_a_mutant_is_not_equal(assignment, tmp_path):
+def mutant_run(workdir: Path, assignment: str) -> subprocess.CompletedProcess:
     mutant = parse_mutant(ROOT / "autograder" / "mutants" / assignment / f"{LESSONS[assignment]}.py")
     nb = splice(nbformat.read(source_notebook(assignment), as_version=4), mutant)
-    path = tmp_path / f"{assignment}.ipynb"
+    path = workdir / f"{assignment}.ipynb"
     nbformat.write(nb, str(path))
-    proc = launch(path, tmp_path / "run")
+    return launch(path, workdir / "run")
+
+
+@launches(mutant_run)
+@pytest.mark.parametrize("assignment", LESSONS)
+def test_a_mutant_is_not_equal(assignment, launched):
+    proc, _, _ = launched
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "NOT EQUAL to" in proc.stdout
 
@@ -78,55 +137,65 @@ def test_unsolved_notebook_names_what_is_missing(tmp_path):
     assert "not implemented yet: Zero2Optimizer" in proc.stderr
 
 
-def test_a_rank_that_raises_is_reported_with_the_students_frame(tmp_path):
-    source = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
-              "    if dist.get_rank() == 1:\n"
-              "        raise ValueError('rank 1 gives up')\n"
-              "    return flat_grad\n")
-    path = with_cell("06_gradient_sharding", "reduce_scatter_gradients", source, tmp_path / "06_mutant.ipynb")
-    proc = launch(path, tmp_path / "run", "--timeout", "20")
+RAISES = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
+          "    if dist.get_rank() == 1:\n"
+          "        raise ValueError('rank 1 gives up')\n"
+          "    return flat_grad\n")
+SKIPS = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
+         "    shard = -(-flat_grad.numel() // dist.get_world_size())\n"
+         "    out = flat_grad.new_zeros(shard)\n"
+         "    if dist.get_rank() != 1:\n"
+         "        dist.all_reduce(out)\n"
+         "    return out\n")
+HANGS = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
+         "    while dist.get_rank() == 1:\n"
+         "        pass  # rank 1 never returns\n"
+         "    return flat_grad\n")
+
+
+def cell_run(source: str, timeout: str) -> Callable[[Path], subprocess.CompletedProcess]:
+    """Lesson 06's source with ``source`` as its reduce_scatter_gradients cell, launched with ``--timeout``."""
+    def run(workdir: Path) -> subprocess.CompletedProcess:
+        path = with_cell("06_gradient_sharding", "reduce_scatter_gradients", source, workdir / "06_mutant.ipynb")
+        return launch(path, workdir / "run", "--timeout", timeout)
+    return run
+
+
+@launches(cell_run(RAISES, "20"))
+def test_a_rank_that_raises_is_reported_with_the_students_frame(launched):
+    proc, _, left = launched
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "[rank 1] failed:" in proc.stderr
     assert "raise ValueError('rank 1 gives up')" in proc.stderr and "ValueError: rank 1 gives up" in proc.stderr
-    assert left_running(tmp_path) == []
+    assert left == []
 
 
-def test_a_rank_that_skips_a_collective_fails_the_run_in_its_timeout(tmp_path):
-    source = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
-              "    shard = -(-flat_grad.numel() // dist.get_world_size())\n"
-              "    out = flat_grad.new_zeros(shard)\n"
-              "    if dist.get_rank() != 1:\n"
-              "        dist.all_reduce(out)\n"
-              "    return out\n")
-    path = with_cell("06_gradient_sharding", "reduce_scatter_gradients", source, tmp_path / "06_mutant.ipynb")
-    proc = launch(path, tmp_path / "run", "--timeout", "5")
+@launches(cell_run(SKIPS, "5"))
+def test_a_rank_that_skips_a_collective_fails_the_run_in_its_timeout(launched):
+    proc, _, left = launched
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "failed:" in proc.stderr
-    assert left_running(tmp_path) == []
+    assert left == []
 
 
-def test_a_rank_that_hangs_is_shown_where_it_hangs(tmp_path):
-    source = ("def reduce_scatter_gradients(flat_grad, group=None, denominator=None):\n"
-              "    while dist.get_rank() == 1:\n"
-              "        pass  # rank 1 never returns\n"
-              "    return flat_grad\n")
-    path = with_cell("06_gradient_sharding", "reduce_scatter_gradients", source, tmp_path / "06_mutant.ipynb")
-    proc = launch(path, tmp_path / "run", "--timeout", "5")
+@launches(cell_run(HANGS, "5"))
+def test_a_rank_that_hangs_is_shown_where_it_hangs(launched):
+    proc, workdir, left = launched
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "[rank 0] failed:" in proc.stderr  # rank 0 gave up waiting for rank 1 in a collective
-    student = tmp_path / "run" / "student_06_mutant.py"
+    student = workdir / "run" / "student_06_mutant.py"
     hang_line = student.read_text().splitlines().index("    while dist.get_rank() == 1:") + 1
     assert f'File "{student}", line {hang_line} in reduce_scatter_gradients' in proc.stderr  # rank 1's stack
-    assert left_running(tmp_path) == []
+    assert left == []
 
 
-def test_two_machines_form_one_group_through_the_c10d_rendezvous(tmp_path):
+def two_machines_run(workdir: Path) -> tuple[list[int | None], list[str]]:
     """The multi-node command, with two "machines" on this one: each its own command and torchrun agent."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     nodes = [subprocess.Popen([sys.executable, "-m", "helpers.launch", str(source_notebook("06_gradient_sharding")),
-                               "--workdir", str(tmp_path / f"node{k}"), "--nnodes", "2", "--nproc-per-node", "1",
+                               "--workdir", str(workdir / f"node{k}"), "--nnodes", "2", "--nproc-per-node", "1",
                                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test"],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for k in range(2)]
@@ -137,9 +206,15 @@ def test_two_machines_form_one_group_through_the_c10d_rendezvous(tmp_path):
             if node.poll() is None:  # the other machine never came: end its command (it ends its torchrun)
                 node.terminate()
                 node.wait(timeout=30)
-    assert [node.returncode for node in nodes] == [0, 0], outputs
+    return [node.returncode for node in nodes], outputs
+
+
+@launches(two_machines_run)
+def test_two_machines_form_one_group_through_the_c10d_rendezvous(launched):
+    (codes, outputs), _, left = launched
+    assert codes == [0, 0], outputs
     assert sum("EQUAL to" in out and "on 2 ranks" in out for out in outputs) == 1, outputs  # printed by rank 0
-    assert left_running(tmp_path) == []
+    assert left == []
 
 
 def test_print_command_shows_torchrun(tmp_path):
