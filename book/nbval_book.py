@@ -279,7 +279,8 @@ def accept(path: Path, outputs: dict[int, list]) -> list[int]:
             changed.append(number)
     if changed:
         write_like(nb, path)
-        print(f"\n{path.name}: expected output written for cell(s) {changed}")
+        # A warning, which pytest shows in its summary (also from xdist's workers), unlike a print.
+        warnings.warn(f"{path.name}: expected output written for code cell(s) {changed}", stacklevel=1)
     return changed
 
 
