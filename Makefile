@@ -22,7 +22,8 @@ lab: setup
 
 # tests/suite.py: ruff check, release --check and store --check, then pytest beside the course
 # check (jobs and time budget: autograder/check.py; report in _build/course-check.log), then the
-# tests marked `alone` (the book build, which runs every chapter; not the load test, `pytest -m load`).
+# chapters under nbval (book/nbval_book.py; they fill the book's execution cache), then the tests
+# marked `alone` (the book build from that cache; not the load test, `pytest -m load`).
 # pytest's exit code 5 ("no tests collected") is a failure.
 test: setup
 	$(PY) tests/suite.py
@@ -40,8 +41,9 @@ store: setup
 student-copy: setup
 	$(PY) -m autograder student-copy $(DEST)
 
-# The chapters as a static site: open _build/book/index.html. Runs every chapter once; a second
-# build re-runs only the chapters that changed (every chapter after a change in helpers/).
+# The chapters as a static site: open _build/book/index.html. Runs every chapter once under nbval; a
+# second build re-runs only the chapters whose code changed (every chapter after a change in helpers/,
+# stored results included, or in requirements-lock.txt).
 book: setup
 	$(PY) book/build.py
 

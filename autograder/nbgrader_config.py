@@ -37,7 +37,7 @@ c.CourseDirectory.ignore = [
 c.Execute.timeout = 300
 # Every grading kernel, and all it starts, runs in a bubblewrap sandbox (autograder/sandbox.py);
 # without bubblewrap grading is refused. `python -m autograder grade` (self-study) sets
-# "optional", the book build "off" (autograder/warm_kernels.py explains the modes).
+# "optional", the chapters under nbval "off" (autograder/warm_kernels.py explains the modes).
 c.WarmKernelManager.sandbox = "required"
 # One kernel everywhere: OverwriteKernelspec copies the source's kernelspec into each
 # submission, and this pins the kernel that actually runs it.

@@ -128,7 +128,7 @@ def show_figures(out: Any, figures: Sequence[Figure], dpi: int = 90, caption: st
     """Replace what the ipywidgets ``Output`` ``out`` shows by ``caption`` and ``figures`` as PNG images.
 
     Explorers redraw through this: a PNG needs no matplotlib backend in the kernel, so an
-    explorer draws the same in JupyterLab and headless (the book build, tests).
+    explorer draws the same in JupyterLab and headless (nbval, the book, tests).
     """
     from IPython.display import Image, display
 
