@@ -463,7 +463,7 @@ def test_shard_update_state_is_the_documented_layout(reference) -> None:
         shard[f].shape == (size,) for shard in shards for f in E.FLAT)
     flat = torch.cat([shard["param"] for shard in shards])
     assert torch.equal(flat[:4], state["param/fc2.bias"]) and bool((flat[244:] == 7.0).all())
-    holders = E._holders(layout, world)
+    holders = E.holders_of(layout, world)
     assert holders["fc2.bias"] == [0] and sorted({r for ranks in holders.values() for r in ranks}) == [0, 1, 2]
     assert all(torch.equal(shard["loss"], state["loss"]) for shard in shards)
 

@@ -237,14 +237,14 @@ def shard_update_state(state: dict[str, torch.Tensor], layout: Layout, world_siz
         flat = torch.cat([flat, flat.new_full((world_size * size - flat.numel(),), padding)])
         for shard, piece in zip(shards, flat.split(size)):
             shard[family] = piece.clone()
-    holders = _holders(layout, world_size)
+    holders = holders_of(layout, world_size)
     for rank, shard in enumerate(shards):
         held = [name for name, _ in layout if rank in holders[name]] or [layout[0][0]]
         shard["step"] = state[f"step/{held[0]}"].clone()
     return shards
 
 
-def _holders(layout: Layout, world_size: int) -> dict[str, list[int]]:
+def holders_of(layout: Layout, world_size: int) -> dict[str, list[int]]:
     """``{name: the ranks whose flat shard holds an element of that parameter}`` (see :func:`shard_update_state`)."""
     size, start, holders = shard_size(layout, world_size), 0, {}
     for name, shape in layout:

@@ -467,7 +467,7 @@ def sharded_ratios(reference: State, shards: Sequence[State], layout: eq.Layout,
     ``"step"`` of every rank holding an element of ``name``. A key passes exactly when its ratio is
     at most 1.
     """
-    size, holders = eq.shard_size(layout, len(shards)), eq._holders(layout, len(shards))
+    size, holders = eq.shard_size(layout, len(shards)), eq.holders_of(layout, len(shards))
     ratios = {key: max(tolerance_ratio(key, reference[key], shard.get(key), tolerances) for shard in shards)
               for key in eq.REPLICATED}
     for family in eq.FLAT:
@@ -515,7 +515,7 @@ def _outlier_in_smallest_piece(reference: State, shards: list[State], layout: eq
                                tolerances: dict[str, float]) -> list[State]:
     """For every parameter split across ranks, its element in its smallest-norm piece moves by 0.4 of the key's
     tolerance times the whole tensor's 2-norm: each tensor passes, that piece alone is far off."""
-    size, holders, out = eq.shard_size(layout, len(shards)), eq._holders(layout, len(shards)), shards
+    size, holders, out = eq.shard_size(layout, len(shards)), eq.holders_of(layout, len(shards)), shards
     start = 0
     for name, shape in layout:
         count, key = torch.Size(shape).numel(), f"param/{name}"
