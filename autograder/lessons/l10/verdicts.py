@@ -1,4 +1,4 @@
-"""Lesson 10, worker failure and restart: the instructor side.
+"""Lesson 10, worker failure and restart: the references and the hidden checks (never sent into the kernel).
 
 * **references**: a coherent checkpoint (:func:`save_checkpoint`, :func:`load_checkpoint`:
   per-rank files renamed into place, a commit marker written by rank 0 after a barrier,
@@ -9,12 +9,11 @@
   expected lost time (:func:`young_interval`, :func:`daly_interval`,
   :func:`expected_lost_time`), and single-process float64 training references;
 * hidden **checks** (``check_*``), one per graded cell or case, comparing what the student's
-  code returns (through :func:`autograder.plain.plain`) with a reference; the checkpoint's are
+  code returns (through :func:`autograder.plain.plain`; on ranks, run by the drivers of :mod:`.drivers`
+  or of :mod:`helpers.l10_worker_failure`) with a reference; the checkpoint's are
   the cases (world sizes, crashed and stale ranks, models) of :func:`helpers.l10_worker_failure.crash_test`
   and :func:`helpers.l10_worker_failure.stale_test`, whose verdict compares each restart with the same
-  job run uninterrupted, since the checkpoint's layout is the student's design;
-* :data:`STORED`: what chapter 10, its explorer and the visible tests read from
-  ``helpers/stored``.
+  job run uninterrupted, since the checkpoint's layout is the student's design.
 
 Units: seconds for times and costs, elements for sizes.
 
@@ -37,11 +36,9 @@ import math
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -50,29 +47,20 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from autograder.store import Rounding
 from autograder.plain import number, plain
 from helpers import COURSE_SEED
 from helpers.runtime import faults
 from helpers import l10_worker_failure as lesson
 from helpers.runtime.cluster import ClusterError, rank_seed, run
-from helpers.shared.data import tensors_to_json
 from helpers.shared.state import SameInit, state_of
 from helpers.runtime.remote import call
 
-ROOT = Path(__file__).resolve().parents[2]  # the course root, where python -m helpers.launch runs
-
-# What grading ships into the kernel (drivers, stand-ins, hidden models): never a reference or an
-# expected value. The course check fails a source grading that ships anything else of this module.
-KERNEL_SIDE = frozenset({
-    "_elastic_on_rank",
-    "_load_fresh_on_rank",
-    "_membership_load_on_rank",
-    "_save_twice_on_rank",
-})
+from .drivers import ELASTIC, elastic_on_rank, load_fresh_on_rank, membership_load_on_rank, save_twice_on_rank
 
 TIMEOUT_S = 120.0  # per distributed call of a hidden test: generous, only a hang waits for it
 HANG_TIMEOUT_S = 20.0  # an uneven-input run that hangs is stopped after this long (a correct one: < 1 s)
+# Ship this module's references by value too: the tests and the stored results run them on ranks
+# (save_checkpoint, train_resumable, train_uneven, ...), which then never import the autograder package.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 MARKER = "COMMITTED"
 
@@ -277,7 +265,7 @@ def uneven_reference(per_rank: Sequence[Sequence[tuple[torch.Tensor, torch.Tenso
 # --------------------------------------------------------------------------- hidden checks: checkpoint
 
 
-class _Scratch:
+class Scratch:
     """A temporary directory for one check, made and removed in the kernel (files there are its code's)."""
 
     def __enter__(self) -> str:
@@ -304,7 +292,7 @@ ROUND_TRIP_CASES = {
 def check_round_trip(save_fn: Callable[..., Any], load_fn: Callable[..., Any], case: str) -> None:
     """Case ``case`` of :data:`ROUND_TRIP_CASES`: everything saved comes back bit for bit on every rank."""
     world_size, steps, with_scaler, model_fn, hyper = ROUND_TRIP_CASES[case]
-    with _Scratch() as directory:
+    with Scratch() as directory:
         out = _run(lesson.round_trip_on_rank, save_fn, load_fn, directory, steps, with_scaler, model_fn, hyper,
                    world_size=world_size)
     lesson.assert_round_trip(out, case)
@@ -314,13 +302,13 @@ def check_nothing_committed(save_fn: Callable[..., Any], load_fn: Callable[..., 
     """An empty directory, then a crash during the very first save (the last rank killed before its
     first write, the others having run as far as they can): load returns None on every rank and
     changes nothing, and the restarted job (a new run) saves and loads its own steps."""
-    with _Scratch() as directory:
-        out = _run(_load_fresh_on_rank, load_fn, directory, world_size=world_size)
+    with Scratch() as directory:
+        out = _run(load_fresh_on_rank, load_fn, directory, world_size=world_size)
     assert all(r["meta"] is None for r in out), \
         f"{world_size} ranks, an empty directory: load_checkpoint returned {[r['meta'] for r in out]}, expected None"
     crash = lesson.Crash(world_size - 1, "before", 1)
     where = f"{world_size} ranks, rank {world_size - 1} killed before its first write of the first save (step 2)"
-    with _Scratch() as directory, _Scratch() as flags, _Scratch() as restart_flags:
+    with Scratch() as directory, Scratch() as flags, Scratch() as restart_flags:
         try:
             _run(lesson.job_on_rank, save_fn, load_fn, directory, flags, crash=crash, watch_step=lesson.SAVES[0],
                  world_size=world_size)
@@ -331,48 +319,13 @@ def check_nothing_committed(save_fn: Callable[..., Any], load_fn: Callable[..., 
                               [], where, [None], "no step was ever complete: load_checkpoint returns None")
 
 
-def _load_fresh_on_rank(load_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
-    """What ``load_fn`` returns into a fresh model and Adam, and the model's parameters after it."""
-    model = lesson.MODEL()
-    lesson.as_restart(model, 1)
-    meta = load_fn(directory, model, torch.optim.Adam(model.parameters(), **lesson.ADAM), None)
-    return {"meta": meta, "params": state_of(model)}
-
-
-def _save_twice_on_rank(save_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
-    """Save at steps 2 and 4 of local training; return the parameters at each save."""
-    model = lesson.MODEL()
-    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
-    stream = lesson.GlobalStream()
-    saved = {}
-    for step in (1, 2, 3, 4):
-        lesson._local_step(model, optimizer, stream, None)
-        if step % 2 == 0:
-            save_fn(directory, step, model, optimizer, stream.state_dict(), None)
-            saved[step] = state_of(model)
-    return saved
-
-
-def _membership_load_on_rank(load_fn: Callable[..., Any], directory: str) -> dict[str, Any]:
-    """A restarted rank of another world size loads: what load returns, the parameters, and the next
-    draws of every generator after the load and as they would have been without it."""
-    model = lesson.MODEL()
-    lesson.as_restart(model, 1)
-    optimizer = torch.optim.Adam(model.parameters(), **lesson.ADAM)
-    before = torch.get_rng_state(), np.random.get_state(), random.getstate()
-    meta = load_fn(directory, model, optimizer, None)
-    after = lesson.rng_draws()
-    torch.set_rng_state(before[0]), np.random.set_state(before[1]), random.setstate(before[2])
-    return {"meta": meta, "params": state_of(model), "rng": after, "rng_untouched": lesson.rng_draws()}
-
-
 def check_membership_load(save_fn: Callable[..., Any], load_fn: Callable[..., Any], old_world_size: int,
                           new_world_size: int) -> None:
     """``old_world_size`` ranks save steps 2 and 4, ``new_world_size`` ranks load: step 4, rank 0's model,
     the world size that wrote it, and the random generators left as they were."""
-    with _Scratch() as directory:
-        saved = _run(_save_twice_on_rank, save_fn, directory, world_size=old_world_size)
-        out = _run(_membership_load_on_rank, load_fn, directory, world_size=new_world_size)
+    with Scratch() as directory:
+        saved = _run(save_twice_on_rank, save_fn, directory, world_size=old_world_size)
+        out = _run(membership_load_on_rank, load_fn, directory, world_size=new_world_size)
     for rank, r in enumerate(out):
         where, meta = f"saved by {old_world_size} ranks, loaded by {new_world_size}: rank {rank}", r["meta"]
         assert isinstance(meta, dict) and meta.get("step") == 4, f"{where}: load_checkpoint returned {meta!r}"[:300]
@@ -507,10 +460,10 @@ def check_restart_after_kill(train_fn: Callable[..., Any], world_size: int, kill
     committed step drawn again."""
     stream_kwargs = dict(batch_size=2 * world_size)
     case = f"{world_size} ranks, rank {kill_rank} killed at batch {kill_batch}, checkpoint every {every}"
-    with _Scratch() as directory:
+    with Scratch() as directory:
         want = _first_run(train_fn, directory, world_size, num_steps, every, stream_kwargs, case)
     committed = (kill_batch - 1) // every * every
-    with _Scratch() as directory:
+    with Scratch() as directory:
         report = faults.run_with_faults(lesson.resumable_on_rank, train_fn, directory, num_steps, every,
                                         stream_kwargs=stream_kwargs,
                                         faults=[faults.kill(kill_rank, "batch", kill_batch)],
@@ -526,36 +479,22 @@ def check_stop_and_resume(train_fn: Callable[..., Any], world_size: int, stops: 
     resumed: the same as one run, which matches the reference and commits every ``every`` steps."""
     num_steps = stops[-1]
     case = f"{world_size} ranks stopped at steps {list(stops[:-1])}, every {every}"
-    with _Scratch() as directory:
+    with Scratch() as directory:
         want = _first_run(train_fn, directory, world_size, num_steps, every, {}, case)
-    with _Scratch() as directory:
+    with Scratch() as directory:
         for attempt, stop in enumerate(stops):
             got = _run(lesson.resumable_on_rank, train_fn, directory, stop, every, attempt=attempt,
                        world_size=world_size)
     lesson.assert_same_run(got, want, case, resumed_from=stops[-2] // every * every)
 
 
-ELASTIC = dict(stream=dict(num_samples=24, batch_size=12, seed=5), lr=0.1, momentum=0.9)
-
-
-def _elastic_on_rank(train_fn: Callable[..., Any], directory: str, num_steps: int, every: int,
-                     attempt: int) -> dict[str, Any]:
-    model = lesson.MODEL()
-    model.noisy = False
-    lesson.as_restart(model, attempt)
-    optimizer = torch.optim.SGD(model.parameters(), lr=ELASTIC["lr"], momentum=ELASTIC["momentum"])
-    stream = lesson.GlobalStream(**ELASTIC["stream"])
-    return {"returned": train_fn(model, optimizer, stream, directory, num_steps, every), "params": state_of(model),
-            "batches": stream.drawn}
-
-
 def check_elastic(train_fn: Callable[..., Any], old_world_size: int, new_world_size: int) -> None:
     """Stop at step 5 on ``old_world_size`` ranks (checkpoint at 4), resume on ``new_world_size``
     ranks to step 8: the global objective must not change (float64 SGD reference)."""
     case = f"{old_world_size} ranks to step 5, restarted on {new_world_size} ranks to step 8"
-    with _Scratch() as directory:
-        _run(_elastic_on_rank, train_fn, directory, 5, 2, 0, world_size=old_world_size)
-        out = _run(_elastic_on_rank, train_fn, directory, 8, 2, 1, world_size=new_world_size)
+    with Scratch() as directory:
+        _run(elastic_on_rank, train_fn, directory, 5, 2, 0, world_size=old_world_size)
+        out = _run(elastic_on_rank, train_fn, directory, 8, 2, 1, world_size=new_world_size)
     want = float64_training(lesson.MODEL, ELASTIC["stream"], 8, ELASTIC["lr"], ELASTIC["momentum"])
     for rank, r in enumerate(out):
         assert r["returned"] == 8, f"{case}, rank {rank}: returned {r['returned']!r}, expected 8"
@@ -688,174 +627,3 @@ def check_intervals(young: Callable[..., Any], daly: Callable[..., Any], lost: C
         call = f"expected_lost_time{case}"
         got, want = number(lost(*case), call), expected_lost_time(*case)
         assert math.isclose(got, want, rel_tol=1e-9), f"{call} = {got}, expected {want}"
-
-
-# --------------------------------------------------------------------------- stored results
-
-VISIBLE_UNEVEN = {"test_train_uneven": ([2, 3, 0], [2, 1, 3], 17, 0.2)}
-FIGURE_NODES = [64, 512, 4096]
-FIGURE = dict(checkpoint_s=60.0, node_mtbf_s=5 * YEAR, restart_s=300.0, run_s=30 * DAY)
-EXPLORER_CHECKPOINT_S = [10.0, 30.0, 60.0, 120.0, 300.0, 600.0]
-EXPLORER_MTBF_YEARS = [0.5, 1.0, 2.0, 5.0, 10.0]
-EXPLORER_NODES = [8, 64, 512, 4096, 16384]
-
-
-def _intervals_grid(lo: float, hi: float, count: int = 60) -> list[float]:
-    return [lo * (hi / lo) ** (k / (count - 1)) for k in range(count)]
-
-
-def visible_references() -> dict[str, Any]:
-    """float64 single-process SGD after the visible uneven-input test's steps."""
-    return {case: tensors_to_json(uneven_reference(lesson.uneven_batches(counts, sizes, seed), lr))
-            for case, (counts, sizes, seed, lr) in VISIBLE_UNEVEN.items()}
-
-
-def interval_figure() -> dict[str, Any]:
-    """Expected lost time (s) over a 30-day run vs interval, for a few cluster sizes, with the optima."""
-    p = FIGURE
-    intervals = _intervals_grid(60.0, 6 * 3600.0)
-    curves = {}
-    for n in FIGURE_NODES:
-        curves[str(n)] = {
-            "lost_s": [expected_lost_time(p["run_s"], t, p["checkpoint_s"], p["restart_s"], p["node_mtbf_s"], n)
-                       for t in intervals],
-            "young_s": young_interval(p["checkpoint_s"], p["node_mtbf_s"], n),
-            "daly_s": daly_interval(p["checkpoint_s"], p["node_mtbf_s"], n),
-            "job_mtbf_s": job_mtbf(p["node_mtbf_s"], n),
-        }
-        t = curves[str(n)]["young_s"]
-        curves[str(n)]["lost_at_young_s"] = expected_lost_time(p["run_s"], t, p["checkpoint_s"], p["restart_s"],
-                                                               p["node_mtbf_s"], n)
-    return dict(p, intervals_s=intervals, curves=curves)
-
-
-def interval_explorer() -> dict[str, Any]:
-    """Young and Daly intervals and lost-time curves on a grid of checkpoint cost, per-node MTBF and nodes."""
-    intervals = _intervals_grid(10.0, 24 * 3600.0, 50)
-    grid = {}
-    for d in EXPLORER_CHECKPOINT_S:
-        for years in EXPLORER_MTBF_YEARS:
-            for n in EXPLORER_NODES:
-                mtbf = years * YEAR
-                young = young_interval(d, mtbf, n)
-                grid[f"{d:g}|{years:g}|{n}"] = {
-                    "young_s": young, "daly_s": daly_interval(d, mtbf, n),
-                    "lost_at_young_s": expected_lost_time(FIGURE["run_s"], young, d, FIGURE["restart_s"], mtbf, n),
-                    "lost_s": [round(expected_lost_time(FIGURE["run_s"], t, d, FIGURE["restart_s"], mtbf, n), 3)
-                               for t in intervals]}
-    return {"checkpoint_s": EXPLORER_CHECKPOINT_S, "mtbf_years": EXPLORER_MTBF_YEARS, "nodes": EXPLORER_NODES,
-            "run_s": FIGURE["run_s"], "restart_s": FIGURE["restart_s"], "intervals_s": intervals, "grid": grid}
-
-
-def _rounded_diff(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor]) -> float:
-    """Largest absolute difference, 3 significant digits; below 1e-12 (float64 rounding) stored as 0."""
-    diff = max((got[k] - want[k]).abs().max().item() for k in want)
-    return 0.0 if diff < 1e-12 else float(f"{diff:.3g}")
-
-
-class _LossyLoad:
-    """:func:`load_checkpoint`, then forget one thing a restart needs (for the chapter's table)."""
-
-    def __init__(self, missing: str) -> None:
-        self.missing = missing
-
-    def __call__(self, directory: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
-        meta = load_checkpoint(directory, model, optimizer)
-        if meta is None or self.missing == "nothing":
-            return meta
-        if self.missing == "optimizer state":
-            optimizer.state.clear()
-        elif self.missing == "RNG state":
-            seed = 1000 * 1234 + dist.get_rank()  # what a fresh process seeds itself with
-            torch.manual_seed(seed), np.random.seed(seed), random.seed(seed)
-        elif self.missing == "data cursor":
-            meta = dict(meta, cursor={"epoch": 0, "index": 0})
-        return meta
-
-
-def _lossy_on_rank(missing: str, directory: str, num_steps: int) -> dict[str, Any]:
-    train = lambda *args: _train(*args, load_fn=_LossyLoad(missing), old_denominator=False)  # noqa: E731
-    return lesson.resumable_on_rank(train, directory, num_steps, 4)
-
-
-RESTART_MISSING = ["nothing", "optimizer state", "RNG state", "data cursor"]
-
-
-def restart_ablation() -> dict[str, Any]:
-    """3 ranks stopped at step 6 (checkpoint at 4), resumed to 10: largest parameter difference
-    from the uninterrupted run, per rank, when the restart forgets one thing."""
-    with _Scratch() as directory:
-        want = _run(_lossy_on_rank, "nothing", directory, 10, world_size=3)
-    out = {}
-    for missing in RESTART_MISSING:
-        with _Scratch() as directory:
-            _run(_lossy_on_rank, missing, directory, 6, world_size=3)
-            got = _run(_lossy_on_rank, missing, directory, 10, world_size=3)
-        out[missing] = [_rounded_diff(g["params"], w["params"]) for g, w in zip(got, want)]
-    return {"stopped_at": 6, "checkpoint_at": 4, "num_steps": 10, "world_size": 3, "max_abs_diff": out}
-
-
-def _elastic_variant_on_rank(old_denominator: bool, directory: str, num_steps: int) -> dict[str, Any]:
-    model = lesson.MODEL()
-    model.noisy = False
-    optimizer = torch.optim.SGD(model.parameters(), lr=ELASTIC["lr"], momentum=ELASTIC["momentum"])
-    stream = lesson.GlobalStream(**ELASTIC["stream"])
-    _train(model, optimizer, stream, directory, num_steps, 2, load_checkpoint, old_denominator)
-    return state_of(model)
-
-
-def elastic_denominator() -> dict[str, Any]:
-    """4 ranks to step 5 (checkpoint at 4), then 3 ranks to step 8: distance from float64 SGD,
-    dividing by the current world size or by the checkpoint's."""
-    want = float64_training(lesson.MODEL, ELASTIC["stream"], 8, ELASTIC["lr"], ELASTIC["momentum"])
-    out = {}
-    for name, old in (("current world size (3)", False), ("checkpoint's world size (4)", True)):
-        with _Scratch() as directory:
-            _run(_elastic_variant_on_rank, old, directory, 5, world_size=4)
-            got = _run(_elastic_variant_on_rank, old, directory, 8, world_size=3)[0]
-        out[name] = _rounded_diff(got, want)
-    return {"old_world_size": 4, "new_world_size": 3, "checkpoint_at": 4, "num_steps": 8, "max_abs_diff": out}
-
-
-def uneven_flag_run() -> dict[str, Any]:
-    """The has-data-flag loop on the chapter's uneven case: steps and parameters on gloo, collectives per rank."""
-    counts, sizes, seed, lr = VISIBLE_UNEVEN["test_train_uneven"]
-    out, ledger = run(lesson.uneven_on_rank, train_uneven, lesson.uneven_batches(counts, sizes, seed), lr,
-                      world_size=len(counts), timeout=TIMEOUT_S, ledger=True)
-    return {"counts": counts, "sizes": sizes, "seed": seed, "lr": lr, "steps": [r["steps"] for r in out],
-            "params": tensors_to_json(out[0]["params"]),
-            "collectives_per_rank": [ledger.count(rank=k) for k in range(len(counts))]}
-
-
-TORCHRUN_COMMAND = "python -m helpers.launch release/10_worker_failure/10_worker_failure.ipynb --nproc-per-node 2"
-
-
-def torchrun_log() -> dict[str, Any]:
-    """The lesson's torchrun script run on the source notebook's solutions by the student's command (2 workers,
-    rank 1 killed at its 3rd batch, 1 restart): its event lines, the uninterrupted reference's, and the verdict."""
-    from autograder.course import source_notebook
-    from helpers.l10_worker_failure import launch as script
-
-    with _Scratch() as directory:
-        proc = subprocess.run([sys.executable, "-m", "helpers.launch", str(source_notebook("10_worker_failure")),
-                               "--nproc-per-node", "2", "--workdir", directory],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300)
-    lines = script.events(proc.stdout)
-    return {"command": TORCHRUN_COMMAND, "exit_code": proc.returncode,
-            "lines": [line for line in lines if "uninterrupted" not in line],
-            "uninterrupted_lines": [line for line in lines if "uninterrupted" in line],
-            "verdict": next((line for line in proc.stdout.splitlines() if "EQUAL to" in line), "")}
-
-
-# The log's hash of float32 parameters differs between CPUs; within one run the killed and the
-# uninterrupted runs' hashes agree (lesson 10's launch.py compares them), which is what the chapter shows.
-STORED_ROUNDING = {"10_torchrun_log": Rounding(masked=r"sha256 [0-9a-f]+")}
-STORED = {
-    lesson.STORED_REFERENCES: visible_references,
-    lesson.STORED_INTERVALS: interval_figure,
-    lesson.STORED_EXPLORER: interval_explorer,
-    lesson.STORED_RESTART: restart_ablation,
-    lesson.STORED_ELASTIC: elastic_denominator,
-    lesson.STORED_UNEVEN: uneven_flag_run,
-    lesson.STORED_TORCHRUN: torchrun_log,
-}
