@@ -86,3 +86,13 @@ def test_hidden_tests_call_the_graders_check_functions(item) -> None:
     assert all(hasattr(grader, name) for name in called), called
     assert not [name for name in called if name.startswith("assert_")], called
     assert [name for name in called if name.startswith("check_")]
+
+
+@pytest.mark.parametrize("item", LESSONS, ids=lambda item: item.stem)
+def test_the_grader_is_split_by_job(item) -> None:
+    """drivers (kernel side, declared in KERNEL_SIDE), verdicts (references, checks), stored (chapter data)."""
+    folder = ROOT / item.grader.replace(".", "/")
+    assert sorted(p.name for p in folder.glob("*.py")) == ["__init__.py", "drivers.py", "stored.py", "verdicts.py"]
+    drivers = importlib.import_module(f"{item.grader}.drivers")
+    assert set(drivers.KERNEL_SIDE) <= set(vars(drivers)), "KERNEL_SIDE names what drivers.py defines"
+    assert not [name for name in vars(drivers) if name.startswith("check_")], "a verdict in drivers.py"

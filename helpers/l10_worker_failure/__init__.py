@@ -190,8 +190,8 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> State:
     return {f"{i}.{key}": torch.as_tensor(value).clone() for i, s in sorted(state.items()) for key, value in s.items()}
 
 
-def _local_step(model: nn.Module, optimizer: torch.optim.Optimizer, stream: GlobalStream,
-                scaler: torch.amp.GradScaler | None) -> None:
+def local_step(model: nn.Module, optimizer: torch.optim.Optimizer, stream: GlobalStream,
+               scaler: torch.amp.GradScaler | None) -> None:
     """One step on this rank's own view of the next batch, without communication."""
     inputs, targets = stream.next_batch()
     optimizer.zero_grad()
@@ -233,12 +233,12 @@ def round_trip_on_rank(save_fn: Callable[..., Any], load_fn: Callable[..., Any],
 
     model, optimizer, stream, scaler = build(False)
     for _ in range(steps):
-        _local_step(model, optimizer, stream, scaler)
+        local_step(model, optimizer, stream, scaler)
     np.random.standard_normal()  # an odd number of normals: numpy now holds a cached Gaussian
     save_fn(directory, steps, model, optimizer, stream.state_dict(), scaler)
     saved = dict(_snapshot(model, optimizer, stream, scaler), rng=rng_draws(), step=steps)
     for _ in range(2):  # move everything on, as the run does until it fails
-        _local_step(model, optimizer, stream, scaler)
+        local_step(model, optimizer, stream, scaler)
     model, optimizer, stream, scaler = build(True)
     meta = load_fn(directory, model, optimizer, scaler)
     cursor = meta.get("cursor") if isinstance(meta, Mapping) else None
@@ -754,7 +754,7 @@ def job_on_rank(save_fn: Callable[..., Any], load_fn: Callable[..., Any], direct
         step = meta["step"] if isinstance(meta, dict) and type(meta.get("step")) is int else 0
     while step < num_steps:
         step += 1
-        _local_step(*parts)
+        local_step(*parts)
         if step not in SAVES:
             continue
         args = (directory, step, parts[0], parts[1], parts[2].state_dict(), parts[3])

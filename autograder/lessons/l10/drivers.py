@@ -50,7 +50,7 @@ def save_twice_on_rank(save_fn: Callable[..., Any], directory: str) -> dict[str,
     stream = lesson.GlobalStream()
     saved = {}
     for step in (1, 2, 3, 4):
-        lesson._local_step(model, optimizer, stream, None)
+        lesson.local_step(model, optimizer, stream, None)
         if step % 2 == 0:
             save_fn(directory, step, model, optimizer, stream.state_dict(), None)
             saved[step] = state_of(model)
