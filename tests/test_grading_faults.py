@@ -18,7 +18,7 @@ import psutil
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder import budget
+from autograder import budget, guard
 from autograder.__main__ import format_table
 from autograder.course import release_notebook, source_notebook
 from autograder.grading import GradingError, grade_notebook, scratch_course
@@ -122,6 +122,9 @@ def graded(course):
     patch = pytest.MonkeyPatch()
     for name in ("MIN_S", "STARTUP_S"):  # only the two runaway cells are "measured": limit LIMIT_S
         patch.setattr(budget, name, LIMIT_S)
+    # How long an interrupted kernel may take to answer: the deaf kernel waits all of it, the runaway cell
+    # (no ranks to end) answers at once. The grader's 20 s is for cells ending ranks on a loaded machine.
+    patch.setattr(guard, "INTERRUPT_REPLY_S", 2 * LIMIT_S)
     patch.setattr(budget, "measured_seconds", lambda: {NAME: {"test_runaway": 0.0, "test_deaf_kernel": 0.0}})
     source = nbformat.read(str(source_notebook(NAME, course)), as_version=4)
     watcher = Watcher()
