@@ -177,25 +177,18 @@ def _clear_tmp(scratch: str) -> None:
 
 
 def _start_forkserver() -> str:
-    """Start the forkserver the kernels' ranks are forked from; its address.
+    """Start the forkserver the kernels' ranks are forked from (its preload runs in its own process,
+    while this one goes on); its address.
 
     It imports this file first (as :data:`MODULE`, found through ``PYTHONPATH``), which makes
-    it undumpable, as the ranks it forks then are. It serves a request only once its preload
-    has run, so one no-op process started through it here means no kernel starts while the
-    forkserver could still be traced.
+    it undumpable, as the ranks it forks then are.
     """
-    import multiprocessing
-
     from helpers.runtime import cluster
 
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)), *filter(None, [saved])])
     try:
-        address = cluster.share_forkserver(first=(MODULE,))
-        probe = multiprocessing.get_context("forkserver").Process(target=os.getpid)
-        probe.start()
-        probe.join()
-        return address
+        return cluster.share_forkserver(first=(MODULE,))
     finally:  # a kernel that starts its own forkserver neither finds nor needs this file
         if saved is None:
             os.environ.pop("PYTHONPATH")
@@ -203,13 +196,24 @@ def _start_forkserver() -> str:
             os.environ["PYTHONPATH"] = saved
 
 
+def _await_forkserver() -> None:
+    """Return once the forkserver has run its preload: it serves a request only then, so one no-op
+    process started through it means no kernel starts while the forkserver could still be traced."""
+    import multiprocessing
+
+    probe = multiprocessing.get_context("forkserver").Process(target=os.getpid)
+    probe.start()
+    probe.join()
+
+
 def _serve() -> None:
     """The template: import, start the forkserver, say ready, then fork one kernel per request line."""
-    from helpers.runtime.cluster import LESSON_MODULES
+    from helpers.runtime.cluster import LESSON_MODULES  # torch and the cluster: what starting the forkserver needs
 
+    forkserver = _start_forkserver()  # its preload (torch again, the lessons) runs beside the imports here
     for name in (*PRELOAD, *LESSON_MODULES):
         __import__(name)
-    forkserver = _start_forkserver()
+    _await_forkserver()
     gc.freeze()  # what the template holds is never garbage: a kernel's collections skip it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C for the grader is not for the template
     if SANDBOXED:  # the sandbox's init: every orphan of the sandbox comes here
