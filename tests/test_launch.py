@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -35,6 +36,7 @@ LESSONS = {
     "10_worker_failure": "resume_never_loads",
 }
 RUN_S = 300  # a hang guard for one launch, not a speed limit
+STARTS = 3  # tries to start a launch's interpreter (see launch)
 # Launches at once: this file took 139 s with its 23 launches one after another, 106 s two at a time
 # (2 cores, 2026-12-07; a launch keeps about 1.5 cores busy, so more at once would not help).
 PARALLEL = 2
@@ -42,9 +44,21 @@ RUNS: dict[str, Callable[..., Any]] = {}  # test function name -> the commands i
 
 
 def launch(notebook: Path, workdir: Path, *options: str) -> subprocess.CompletedProcess:
-    """``python -m helpers.launch NOTEBOOK`` on 2 ranks (unless ``options`` say otherwise)."""
-    return subprocess.run([sys.executable, "-m", "helpers.launch", str(notebook), "--workdir", str(workdir),
-                           *options], cwd=ROOT, capture_output=True, text=True, timeout=RUN_S)
+    """``python -m helpers.launch NOTEBOOK`` on 2 ranks (unless ``options`` say otherwise).
+
+    An interpreter that could not be started at all (``OSError`` from ``Popen``: the machine, not the
+    launch under test) is started again, up to :data:`STARTS` times in all, each failure a warning."""
+    command = [sys.executable, "-m", "helpers.launch", str(notebook), "--workdir", str(workdir), *options]
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=RUN_S)
+
+    for start in range(1, STARTS):
+        try:
+            return run()
+        except OSError as error:
+            warnings.warn(f"start {start} of {STARTS} of {' '.join(command[1:4])} failed: {error!r}")
+    return run()
 
 
 def with_cell(assignment: str, grade_id: str, source: str, path: Path) -> Path:

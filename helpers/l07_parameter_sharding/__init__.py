@@ -134,7 +134,8 @@ class _Meter:
         self.units: list[Any] = []
         self.phase, self.inside = "forward", None
         self.record: dict[str, Any] = {"during_forward": [], "during_backward": []}
-        self.activations: set[int] = set()
+        # storage address -> the activation, kept alive so that no later buffer reuses its address
+        self.activations: dict[int, torch.Tensor] = {}
         self.saved: list[list[Any]] = []
         for i in range(0, len(model), 2):
             u = i // 2
@@ -151,7 +152,7 @@ class _Meter:
         self.inside = unit
 
     def note_activations(self, tensors: Sequence[Any]) -> None:
-        self.activations.update(t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor))
+        self.activations.update((t.untyped_storage().data_ptr(), t) for t in tensors if isinstance(t, torch.Tensor))
 
     def pack(self, t: torch.Tensor) -> torch.Tensor:
         """Save what autograd saves without hooks, a tensor sharing ``t``'s storage of the moment, and note it."""
