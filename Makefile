@@ -21,9 +21,10 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=.
 
 # tests/suite.py: ruff check, release --check and store --check, then pytest beside the course
-# check (jobs and time budget: autograder/check.py; report in _build/course-check.log), then the
-# chapters under nbval (book/nbval_book.py; they fill the book's execution cache), then the tests
-# marked `alone` (the book build from that cache; not the load test, `pytest -m load`).
+# check (jobs and time budget: autograder/check.py; report in _build/course-check.log) and, once
+# the check has ended, the chapters under nbval (book/nbval_book.py; they fill the book's execution
+# cache; report in _build/chapters-nbval.log), then the tests marked `alone` (the book build from
+# that cache; not the load test, `pytest -m load`).
 # pytest's exit code 5 ("no tests collected") is a failure.
 test: setup
 	$(PY) tests/suite.py

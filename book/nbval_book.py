@@ -89,13 +89,15 @@ def prune(cache_root: Path, keep: Path) -> None:
 
 
 def command(paths: list[Path], cache_root: Path = DEFAULT_CACHE, cell_timeout: float = CELL_TIMEOUT_S,
-            jobs: int = 2) -> list[str]:
+            jobs: int = 2, color: bool | None = None) -> list[str]:
     """The pytest command that runs the chapters ``paths`` (or the folders of them) under nbval, ``jobs``
-    at once, keeping each that passes in the cache below ``cache_root``. Run it in the course's root."""
+    at once, keeping each that passes in the cache below ``cache_root``. Run it in the course's root.
+    ``color``: its report in colour (default: if this process's output is a terminal)."""
     chapters = sum(len(list(Path(p).glob("*.ipynb"))) if Path(p).is_dir() else 1 for p in paths)
+    color = sys.stdout.isatty() if color is None else color
     argv = [sys.executable, "-m", "pytest", "-p", "book.nbval_book", "-p", "no:cacheprovider", "--nbval-lax",
             "--nbval-cell-timeout", f"{cell_timeout:g}", "--book-cache", str(cache_root), "-q", "--no-header",
-            "-r", "fE", f"--color={'yes' if sys.stdout.isatty() else 'no'}"]  # nbval colours unless told "no"
+            "-r", "fE", f"--color={'yes' if color else 'no'}"]  # nbval colours unless told "no"
     if jobs > 1 and chapters > 1:
         argv += ["-n", str(min(jobs, chapters)), "--dist", "loadfile"]  # a chapter's cells on one worker
     return [*argv, *map(str, paths)]

@@ -6,23 +6,24 @@
    another CPU (:data:`OTHER_CPU`: torch's portable kernels, MKL's compatible paths, one
    thread), and the linter, ``ruff check`` (configured in ``pyproject.toml``), at once (about
    a minute);
-2. pytest, all but the tests marked ``alone``, and at the same time the course check
-   (``autograder check``) as on another CPU (:data:`OTHER_CPU`: hidden tests' verdicts must
-   not depend on the CPU; the machine's own settings are pytest's): pytest
-   waits on browsers, kernels and time limits much of the time, and the check's gradings fill
-   the cores meanwhile. The check's report goes to ``_build/course-check.log`` and is printed
-   when both have ended;
-3. with nothing beside them (the chapters' gloo groups slow down many times beside the check):
-   the chapters under nbval (``--nbval-lax``: a cell that raises fails, and so does a cell
-   tagged ``nbval-check-output`` that prints other than the output committed with it), two at
-   a time in warm kernels, keeping each chapter that passed in the book's execution cache
-   (``book/nbval_book.py``); then the tests marked ``alone``: the book, built from that cache
-   without running a chapter again, in the browser. Not the load test (marked ``load``,
-   ``pytest -m load``): the course check in 2 grades every source twice under more load than
-   its spinning processes and requires full marks and equal scores.
+2. pytest, all but the tests marked ``alone``, and beside it the course check (``autograder
+   check``) as on another CPU (:data:`OTHER_CPU`: hidden tests' verdicts must not depend on the
+   CPU; the machine's own settings are pytest's), then, once the check has ended, the chapters
+   under nbval: pytest waits on browsers, kernels and time limits much of the time, and the
+   others fill the cores meanwhile. The chapters never run beside the check (their gloo groups
+   slow down many times beside it); they run under ``--nbval-lax`` (a cell that raises fails,
+   and so does a cell tagged ``nbval-check-output`` that prints other than the output committed
+   with it), two at a time in warm kernels, keeping each chapter that passed in the book's
+   execution cache (``book/nbval_book.py``). The check's and the chapters' reports go to
+   ``_build/course-check.log`` and ``_build/chapters-nbval.log`` and are printed when all three
+   have ended;
+3. the tests marked ``alone``: the book, built from that cache without running a chapter
+   again, in the browser. Not the load test (marked ``load``, ``pytest -m load``): the course
+   check in 2 grades every source twice under more load than its spinning processes and
+   requires full marks and equal scores.
 
 Exit status 0 only when every part passed; pytest's exit code 5 (no tests collected) is a
-failure. A ^C reaches every part (they share the terminal's process group); this script
+failure, for nbval's too. A ^C reaches every part (they share the terminal's process group); this script
 waits for them to stop.
 """
 from __future__ import annotations
@@ -32,6 +33,8 @@ import os
 import subprocess
 import sys
 import time
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +44,7 @@ from autograder.store import OTHER_CPU  # noqa: E402  (stored results must hold 
 sys.path.insert(0, str(ROOT / "book"))
 import nbval_book  # noqa: E402  (the chapters under nbval, kept for the book)
 CHECK_LOG = ROOT / "_build" / "course-check.log"
+NBVAL_LOG = ROOT / "_build" / "chapters-nbval.log"
 NO_TESTS_COLLECTED = 5
 
 
@@ -74,43 +78,43 @@ def run_at_once(commands: dict[str, tuple[list[str], dict[str, str]]]) -> dict[s
         raise
 
 
-def pytest(*args: str) -> int:
-    """pytest on ``tests/`` with ``args``; 'no tests collected' counts as a failure."""
-    code = run([sys.executable, "-m", "pytest", "tests", "--durations=20", *args])
-    if code == NO_TESTS_COLLECTED:
-        print(f"pytest {' '.join(args)} collected no tests: failing", flush=True)
-    return code
+def pytest_command(*args: str) -> list[str]:
+    """pytest on ``tests/`` with ``args``."""
+    return [sys.executable, "-m", "pytest", "tests", "--durations=20", *args]
 
 
-def pytest_beside_check(jobs: int, budget: float) -> tuple[int, int]:
-    """pytest, all but the tests marked ``alone``, while the course check runs as on another CPU; both exit statuses."""
-    CHECK_LOG.parent.mkdir(exist_ok=True)
-    start = time.monotonic()
-    with open(CHECK_LOG, "w", encoding="utf-8") as log:
-        check = subprocess.Popen([sys.executable, "-m", "autograder", "check", "--jobs", str(jobs),
-                                  "--budget", f"{budget:g}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                 env={**os.environ, **OTHER_CPU})
-        print(f"course check running beside pytest; its report: {CHECK_LOG.relative_to(ROOT)}", flush=True)
+Queued = tuple[str, list[str], dict[str, str], Path]  # name, command, extra environment variables, log
+
+
+def run_beside(command: list[str], queue: list[Queued]) -> tuple[int, dict[str, int]]:
+    """Run ``command``, its output on this terminal, while the ``queue``'s commands run one after another
+    beside it, each with its output in its log; its exit status, and each queued command's by name once all
+    have ended. The logs are printed at the end."""
+    stopping = threading.Event()  # set on ^C: no queued command starts after it
+
+    def one_after_another() -> dict[str, int]:
+        codes = {}
+        for name, queued, extra, log in queue:
+            if stopping.is_set():
+                break
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "w", encoding="utf-8") as out:
+                codes[name] = finish(subprocess.Popen(queued, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                                      env={**os.environ, **extra}))
+            print(f"{name} ended (exit status {codes[name]}); its report: {log}", flush=True)
+        return codes
+
+    with ThreadPoolExecutor(1) as pool:
+        beside = pool.submit(one_after_another)
         try:
-            tests = pytest("-m", "not alone")
-        except KeyboardInterrupt:
-            finish(check)
+            code = run(command)
+        except KeyboardInterrupt:  # every command got it too; the pool waits for them to stop
+            stopping.set()
             raise
-        print("pytest done; waiting for the course check", flush=True)
-        checked = finish(check)
-    print(CHECK_LOG.read_text(encoding="utf-8"), end="", flush=True)
-    print(f"pytest and the course check took {time.monotonic() - start:.0f} s", flush=True)
-    return tests, checked
-
-
-def chapters_under_nbval() -> int:
-    """The chapters under nbval, kept in the book's execution cache (what ``book/build.py`` would run); exit status."""
-    start = time.monotonic()
-    code = run(nbval_book.command([ROOT / "notebooks"]))
-    print(f"the chapters under nbval took {time.monotonic() - start:.0f} s", flush=True)
-    if code == NO_TESTS_COLLECTED:
-        print("nbval collected no cells: failing", flush=True)
-    return code
+        codes = beside.result()
+    for _, _, _, log in queue:
+        print(log.read_text(encoding="utf-8"), end="", flush=True)
+    return code, codes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,9 +130,18 @@ def main(argv: list[str] | None = None) -> int:
         "store --check as on another CPU": (store, OTHER_CPU),
         "ruff check": ([sys.executable, "-m", "ruff", "check", "."], {}),
     })
-    codes["pytest"], codes["course check"] = pytest_beside_check(args.check_jobs, args.check_budget)
-    codes["chapters under nbval"] = chapters_under_nbval()
-    codes["pytest -m alone"] = pytest("-m", "alone and not load")
+    start = time.monotonic()
+    check = [sys.executable, "-m", "autograder", "check", "--jobs", str(args.check_jobs),
+             "--budget", f"{args.check_budget:g}"]
+    codes["pytest"], beside = run_beside(pytest_command("-m", "not alone"), [
+        ("course check", check, OTHER_CPU, CHECK_LOG),
+        ("chapters under nbval", nbval_book.command([ROOT / "notebooks"], color=False), {}, NBVAL_LOG)])
+    codes.update(beside)
+    print(f"pytest, the course check and the chapters under nbval took {time.monotonic() - start:.0f} s", flush=True)
+    codes["pytest -m alone"] = run(pytest_command("-m", "alone and not load"))
+    for name in ("pytest", "chapters under nbval", "pytest -m alone"):
+        if codes.get(name) == NO_TESTS_COLLECTED:
+            print(f"{name} collected no tests: failing", flush=True)
     failed = [name for name, code in codes.items() if code != 0]
     print(f"FAILED: {', '.join(failed)}" if failed else "all parts passed", flush=True)
     return 1 if failed else 0
