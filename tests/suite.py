@@ -101,7 +101,7 @@ def run_beside(command: list[str], queue: list[Queued]) -> tuple[int, dict[str, 
             with open(log, "w", encoding="utf-8") as out:
                 codes[name] = finish(subprocess.Popen(queued, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                                       env={**os.environ, **extra}))
-            print(f"{name} ended (exit status {codes[name]}); its report: {log}", flush=True)
+            print(f"\n{name} ended (exit status {codes[name]}); its report: {log}", flush=True)
         return codes
 
     with ThreadPoolExecutor(1) as pool:
