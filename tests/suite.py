@@ -23,8 +23,8 @@
    requires full marks and equal scores.
 
 Exit status 0 only when every part passed; pytest's exit code 5 (no tests collected) is a
-failure, for nbval's too. A ^C reaches every part (they share the terminal's process group); this script
-waits for them to stop.
+failure, for nbval's too. A ^C reaches every part (they share the terminal's process group);
+this script waits for them to stop, and starts no other.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -108,10 +108,10 @@ def run_beside(command: list[str], queue: list[Queued]) -> tuple[int, dict[str, 
         beside = pool.submit(one_after_another)
         try:
             code = run(command)
+            codes = beside.result()
         except KeyboardInterrupt:  # every command got it too; the pool waits for them to stop
             stopping.set()
             raise
-        codes = beside.result()
     for _, _, _, log in queue:
         print(log.read_text(encoding="utf-8"), end="", flush=True)
     return code, codes
